@@ -1,0 +1,124 @@
+// The collective core: a Communicator joins `size` ranks and runs collectives on raw host
+// buffers (pointer, element count, DataType) over ronde's own transports: shared memory
+// between ranks of one host, TCP between hosts (or everywhere with RONDE_TRANSPORT=tcp).
+//
+// Contract (as in MPI and c10d): every rank of the communicator calls the same collectives in
+// the same order with matching arguments. A disagreement (count, dtype, op, root) is detected
+// and raised as Error(kMismatch) naming the ranks and values; a dead peer is Error(kPeerLost)
+// naming its rank and host; every wait ends by the timeout (Error(kTimeout)). After any of
+// these the communicator is aborted: later calls throw Error(kAborted) repeating the first
+// error, and the caller builds a new communicator (this is how elastic training resets).
+//
+// Threads: the blocking collectives must not be called concurrently on one communicator.
+// The async variants may be called from any thread; they run in submission order on the
+// communicator's own worker thread. Destroying the communicator waits for queued work.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ronde/errors.h"
+#include "ronde/settings.h"
+#include "ronde/store.h"
+#include "ronde/types.h"
+
+namespace ronde {
+
+struct CommOptions {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Store> store;  // rendezvous; required when size > 1
+  std::string hostname;          // host identity; empty: gethostname()
+  std::string interface;         // address or interface name for TCP listening sockets
+  std::string secret;            // job secret for data connections; empty: no check
+  TransportKind transport = TransportKind::kAuto;
+  Duration timeout{300000};       // each collective
+  Duration start_timeout{60000};  // meeting the other ranks
+  int64_t small_allreduce_bytes = 64 * 1024;
+  int64_t shm_chunk_bytes = 256 * 1024;
+  int64_t tcp_chunk_bytes = 512 * 1024;
+  bool hierarchical_allreduce = true;
+
+  // Copies the transport and algorithm fields from settings.
+  static CommOptions fromSettings(const Settings& settings);
+};
+
+// The result of an async collective.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // True once the collective finished, successfully or not. Never blocks.
+  virtual bool poll() = 0;
+  // Blocks until finished; rethrows the collective's error. Error(kTimeout) if `timeout`
+  // passes first (the collective itself keeps running).
+  virtual void wait(Duration timeout = Duration::max()) = 0;
+};
+
+class Communicator {
+ public:
+  // Meets the other ranks through options.store and connects the transports.
+  static std::unique_ptr<Communicator> create(const CommOptions& options);
+
+  // Reads rank, size and the store from the environment: `ronde run`, mpirun (OpenMPI's
+  // OMPI_COMM_WORLD_*), srun (SLURM_PROCID, ...), or explicit RONDE_RANK/RONDE_SIZE.
+  static std::unique_ptr<Communicator> fromEnvironment();
+
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int localRank() const = 0;  // index among the ranks on this host
+  virtual int localSize() const = 0;
+  virtual int crossRank() const = 0;  // index of this host among hosts
+  virtual int crossSize() const = 0;  // number of hosts
+  virtual const std::string& host(int rank) const = 0;
+  // Human-readable: "rank 3 (host b)".
+  std::string describeRank(int rank) const;
+
+  // out[i] = reduce over ranks of in[i]; `in == out` is allowed.
+  virtual void allreduce(const void* in, void* out, size_t count, DataType type, ReduceOp op,
+                         Scaling scaling = {}) = 0;
+  // Concatenates the ranks' buffers: rank r contributes counts[r] elements.
+  virtual void allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
+                          DataType type) = 0;
+  void allgather(const void* in, void* out, size_t count, DataType type);
+  virtual void broadcast(void* buffer, size_t count, DataType type, int root) = 0;
+  // send_counts[j] elements go to rank j; recv_counts[j] come from rank j, in rank order.
+  virtual void alltoallv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                         const std::vector<size_t>& recv_counts, DataType type) = 0;
+  // Reduces `in` (sum of counts elements) and leaves block r (counts[r] elements) on rank r.
+  virtual void reducescatter(const void* in, void* out, const std::vector<size_t>& counts,
+                             DataType type, ReduceOp op, Scaling scaling = {}) = 0;
+  virtual void barrier() = 0;
+
+  // Async forms: run on the communicator's worker thread in submission order. Buffers must
+  // stay valid until the Work finishes.
+  std::shared_ptr<Work> allreduceAsync(const void* in, void* out, size_t count, DataType type,
+                                       ReduceOp op, Scaling scaling = {});
+  std::shared_ptr<Work> allgathervAsync(const void* in, void* out, std::vector<size_t> counts,
+                                        DataType type);
+  std::shared_ptr<Work> broadcastAsync(void* buffer, size_t count, DataType type, int root);
+  std::shared_ptr<Work> alltoallvAsync(const void* in, std::vector<size_t> send_counts, void* out,
+                                       std::vector<size_t> recv_counts, DataType type);
+  std::shared_ptr<Work> reducescatterAsync(const void* in, void* out, std::vector<size_t> counts,
+                                           DataType type, ReduceOp op, Scaling scaling = {});
+  std::shared_ptr<Work> barrierAsync();
+
+  // Marks the communicator aborted with `reason`, wakes every rank blocked in a collective
+  // with it (they see Error(kPeerLost) or Error(kAborted)), and closes the transports.
+  virtual void abort(const std::string& reason) = 0;
+  virtual bool aborted() const = 0;
+
+  // Names of the transports in use, e.g. "shm" or "shm+tcp".
+  virtual std::string transportName() const = 0;
+
+ protected:
+  // Runs `fn` on the worker thread; the Work reports its outcome.
+  virtual std::shared_ptr<Work> enqueue(std::function<void()> fn) = 0;
+};
+
+}  // namespace ronde

@@ -1,0 +1,72 @@
+// Every setting of ronde in one typed place. Each field is read from RONDE_<NAME>, or from
+// HOROVOD_<NAME> when the RONDE_ name is unset, so Horovod users keep their scripts.
+// A malformed value is an Error(kConfig) at init naming the variable and the value.
+// The table in settings.cc is the documentation: `ronde check-build --settings` prints it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ronde {
+
+enum class TransportKind { kAuto, kShm, kTcp };
+enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError, kFatal };
+
+struct Settings {
+  // Identity, handed to each worker by `ronde run`, mpirun or srun (-1: unknown).
+  int rank = -1;
+  int size = -1;
+  int local_rank = -1;
+  int local_size = -1;
+  int cross_rank = -1;
+  int cross_size = -1;
+
+  // Rendezvous: "host:port" of a TCP store, or a shared directory for a file store.
+  std::string store_address;
+  std::string store_directory;
+  std::string secret;     // job secret: connections that cannot prove it are refused
+  std::string hostname;   // host identity; forced values simulate several hosts
+  std::string interface;  // network interface or address the data plane binds to
+
+  TransportKind transport = TransportKind::kAuto;
+  double timeout_seconds = 300;      // longest wait inside a collective
+  double start_timeout_seconds = 60; // longest wait for all ranks to meet
+  LogLevel log_level = LogLevel::kWarning;
+
+  // Algorithm choice.
+  int64_t small_allreduce_bytes = 64 * 1024;  // at or below: latency-optimal algorithm
+  int64_t shm_chunk_bytes = 256 * 1024;       // per-rank pipeline chunk in shared memory
+  int64_t tcp_chunk_bytes = 512 * 1024;       // pipeline chunk on TCP links
+  bool hierarchical_allreduce = true;         // across hosts: shm inside, ring across
+
+  // Runtime (negotiation, fusion, timeline, stall inspector).
+  int64_t fusion_threshold_bytes = 128LL * 1024 * 1024;
+  double cycle_time_ms = 1.0;
+  int cache_capacity = 1024;
+  std::string timeline_path;
+  bool timeline_mark_cycles = false;
+  double stall_check_seconds = 60;
+  double stall_shutdown_seconds = 0;  // 0: never shut down on a stall
+  bool stall_check_disable = false;
+  bool autotune = false;
+  std::string autotune_log;
+
+  // Reads the process environment.
+  static Settings fromEnvironment();
+  // Reads `lookup` (name -> value or nullptr) instead of the environment: tests use this.
+  static Settings fromLookup(const std::function<const char*(const std::string&)>& lookup);
+
+  struct Doc {
+    std::string name;  // without prefix, e.g. "FUSION_THRESHOLD"
+    std::string help;
+    std::string default_value;
+  };
+  static std::vector<Doc> documentation();
+};
+
+const char* transportKindName(TransportKind kind);
+
+}  // namespace ronde

@@ -1,0 +1,45 @@
+// Element types and reduction operations understood by every collective.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ronde {
+
+enum class DataType : uint8_t {
+  kUInt8,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kBool,
+};
+constexpr int kNumDataTypes = 10;
+
+size_t dataTypeSize(DataType type);
+const char* dataTypeName(DataType type);
+bool isFloatingPoint(DataType type);
+
+enum class ReduceOp : uint8_t {
+  kSum,
+  kAverage,  // sum, then divided by the number of contributing ranks
+  kMin,
+  kMax,
+  kProduct,
+};
+
+const char* reduceOpName(ReduceOp op);
+
+// Scale factors applied to every element before the reduction (prescale) and after it
+// (postscale). Average multiplies the postscale by 1/size. Integer types round toward zero.
+struct Scaling {
+  double prescale = 1.0;
+  double postscale = 1.0;
+};
+
+}  // namespace ronde
