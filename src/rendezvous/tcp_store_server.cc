@@ -1,0 +1,446 @@
+// The TCP store server: one background thread runs a poll() loop over every connection with
+// non-blocking sockets, so hundreds of ranks cost hundreds of buffers, not threads. A GET for
+// a missing key is parked until some SET/ADD creates the key or its timeout passes; the job
+// secret handshake runs inside the same loop, so a silent or hostile peer never stalls others.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/secret_handshake.h"
+#include "common/unique_fd.h"
+#include "rendezvous/counter.h"
+#include "rendezvous/tcp_store_protocol.h"
+#include "ronde/errors.h"
+#include "ronde/store.h"
+
+namespace ronde {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using tcp_store::Op;
+using tcp_store::Status;
+
+// A peer gets this long to prove the secret; long enough for a loaded host, short enough
+// that port scanners and stray clients do not pile up.
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+// Per wake-up read budget per connection, so one bulk writer cannot starve the rest.
+constexpr size_t kReadBudget = 1 << 20;
+// Caps a client-supplied GET timeout so deadline arithmetic cannot overflow.
+constexpr uint64_t kMaxWaitMs = uint64_t(365) * 24 * 3600 * 1000;
+
+std::string describePeer(const sockaddr_storage& address) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+    ::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof(host));
+    port = ntohs(v4.sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+    ::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof(host));
+    port = ntohs(v6.sin6_port);
+    return std::string("[") + host + "]:" + std::to_string(port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+struct Connection {
+  uint64_t id = 0;
+  UniqueFd fd;
+  std::string peer;  // "address:port", for log lines
+  // Present until the peer has proven the secret; no request is read before that.
+  std::unique_ptr<SecretHandshake> handshake;
+  Clock::time_point handshake_deadline;
+  std::string input;
+  size_t input_offset = 0;
+  std::string output;
+  // A parked GET. Later requests of this connection wait behind it, which keeps the
+  // responses in request order without tagging them.
+  std::optional<std::string> parked_key;
+  Clock::time_point parked_deadline;
+  bool dead = false;  // removed at the end of the loop turn, so references stay valid
+};
+
+UniqueFd bindListener(const std::string& bind_address, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  // "" and "0.0.0.0" both mean every IPv4 interface (a null node with AI_PASSIVE).
+  const bool any = bind_address.empty() || bind_address == "0.0.0.0";
+  hints.ai_family = any ? AF_INET : AF_UNSPEC;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  int status = ::getaddrinfo(any ? nullptr : bind_address.c_str(), service.c_str(), &hints, &found);
+  if (status != 0) {
+    throw makeError(ErrorCode::kIo, "rendezvous store server: cannot resolve bind address '",
+                    bind_address, "': ", ::gai_strerror(status));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
+  std::string last_error = "no address";
+  for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
+    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    // Lets a restarted server (or the next test) rebind while old connections sit in TIME_WAIT.
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd.get(), SOMAXCONN) == 0) {
+      return fd;
+    }
+    last_error = std::strerror(errno);
+  }
+  throw makeError(ErrorCode::kIo, "rendezvous store server: cannot listen on '", bind_address,
+                  "' port ", port, ": ", last_error);
+}
+
+int boundPort(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw makeError(ErrorCode::kIo, "rendezvous store server: getsockname: ", std::strerror(errno));
+  }
+  if (address.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
+  }
+  return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
+}
+
+}  // namespace
+
+struct TcpStoreServer::Impl {
+  Impl(const std::string& bind_address, int port_number, std::string job_secret)
+      : secret(std::move(job_secret)),
+        listener(bindListener(bind_address, port_number)),
+        wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+        port(boundPort(listener.get())) {
+    if (!wake) throw makeError(ErrorCode::kIo, "rendezvous store server: eventfd: ", std::strerror(errno));
+    thread = std::thread([this] { run(); });
+  }
+
+  ~Impl() {
+    stopping.store(true);
+    uint64_t one = 1;
+    // A full eventfd counter still wakes the loop, so a failed write needs no handling.
+    [[maybe_unused]] ssize_t ignored = ::write(wake.get(), &one, sizeof(one));
+    thread.join();
+  }
+
+  void run();
+  void acceptAll();
+  void readFrom(Connection& connection);
+  void processRequests(Connection& connection);
+  void handle(Connection& connection, tcp_store::Request& request);
+  void respond(Connection& connection, Status status, const std::string& payload);
+  void flush(Connection& connection);
+  void wakeWaiters(const std::string& key);
+  void expireDeadlines(Clock::time_point now);
+  void forgetParked(Connection& connection);
+  void drop(Connection& connection, const std::string& reason);
+  int pollTimeoutMs(Clock::time_point now) const;
+
+  const std::string secret;
+  UniqueFd listener;
+  UniqueFd wake;  // eventfd the destructor writes to end the loop
+  const int port;
+  std::atomic<bool> stopping{false};
+  std::thread thread;
+
+  // Owned by the loop thread alone; the constructor and destructor never touch them while
+  // it runs (the thread starts last and is joined first).
+  std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections;
+  std::unordered_map<std::string, std::vector<uint64_t>> waiters;  // key -> parked connections
+  std::unordered_map<std::string, std::string> values;
+  std::vector<uint64_t> runnable;  // unparked connections with input left to process
+  uint64_t next_id = 1;
+};
+
+void TcpStoreServer::Impl::run() {
+  std::vector<pollfd> fds;
+  std::vector<uint64_t> ids;  // ids[i] owns fds[i + 2]
+  while (!stopping.load()) {
+    fds.clear();
+    ids.clear();
+    fds.push_back({wake.get(), POLLIN, 0});
+    fds.push_back({listener.get(), POLLIN, 0});
+    for (auto& [id, connection] : connections) {
+      short events = POLLIN;
+      if (!connection->output.empty()) events |= POLLOUT;
+      fds.push_back({connection->fd.get(), events, 0});
+      ids.push_back(id);
+    }
+    int ready = ::poll(fds.data(), fds.size(), pollTimeoutMs(Clock::now()));
+    if (ready < 0 && errno != EINTR) {
+      log(LogLevel::kError, "rendezvous store server: poll: ", std::strerror(errno));
+      return;
+    }
+    if (stopping.load()) return;
+    if (ready > 0) {
+      if (fds[1].revents & POLLIN) acceptAll();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const short revents = fds[i + 2].revents;
+        if (revents == 0) continue;
+        auto found = connections.find(ids[i]);
+        if (found == connections.end() || found->second->dead) continue;
+        Connection& connection = *found->second;
+        if (revents & POLLOUT) flush(connection);
+        if (revents & (POLLIN | POLLHUP | POLLERR)) readFrom(connection);
+      }
+    }
+    expireDeadlines(Clock::now());
+    while (!runnable.empty()) {
+      uint64_t id = runnable.back();
+      runnable.pop_back();
+      auto found = connections.find(id);
+      if (found != connections.end() && !found->second->dead) processRequests(*found->second);
+    }
+    for (auto it = connections.begin(); it != connections.end();) {
+      it = it->second->dead ? connections.erase(it) : std::next(it);
+    }
+  }
+}
+
+int TcpStoreServer::Impl::pollTimeoutMs(Clock::time_point now) const {
+  std::optional<Clock::time_point> next;
+  for (const auto& [id, connection] : connections) {
+    if (connection->handshake) next = std::min(next.value_or(connection->handshake_deadline),
+                                               connection->handshake_deadline);
+    if (connection->parked_key) next = std::min(next.value_or(connection->parked_deadline),
+                                                connection->parked_deadline);
+  }
+  if (!next) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - now).count();
+  return int(std::clamp<int64_t>(left + 1, 0, 60'000));
+}
+
+void TcpStoreServer::Impl::acceptAll() {
+  for (;;) {
+    sockaddr_storage address{};
+    socklen_t length = sizeof(address);
+    UniqueFd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length,
+                          SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        log(LogLevel::kWarning, "rendezvous store server: accept: ", std::strerror(errno));
+      }
+      return;
+    }
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto connection = std::make_unique<Connection>();
+    connection->fd = std::move(fd);
+    connection->id = next_id++;
+    connection->peer = describePeer(address);
+    if (!secret.empty()) {
+      connection->handshake = std::make_unique<SecretHandshake>(secret, /*is_server=*/true);
+      connection->handshake_deadline = Clock::now() + kHandshakeTimeout;
+      connection->output = connection->handshake->takeOutgoing();
+      flush(*connection);
+    }
+    const uint64_t id = connection->id;
+    connections.emplace(id, std::move(connection));
+  }
+}
+
+void TcpStoreServer::Impl::readFrom(Connection& connection) {
+  char buffer[64 * 1024];
+  size_t budget = kReadBudget;
+  while (budget > 0) {
+    ssize_t got = ::recv(connection.fd.get(), buffer, sizeof(buffer), 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return drop(connection, std::string("recv: ") + std::strerror(errno));
+    }
+    if (got == 0) return drop(connection, "");  // an ordinary hang-up
+    connection.input.append(buffer, size_t(got));
+    budget -= std::min(budget, size_t(got));
+  }
+  if (connection.handshake) {
+    SecretHandshake& handshake = *connection.handshake;
+    connection.input_offset += handshake.feed(
+        reinterpret_cast<const uint8_t*>(connection.input.data()) + connection.input_offset,
+        connection.input.size() - connection.input_offset);
+    connection.output += handshake.takeOutgoing();
+    if (handshake.state() == SecretHandshake::State::kFailed) {
+      // Our answer goes out first so the peer can tell a wrong secret from a crashed server.
+      flush(connection);
+      log(LogLevel::kWarning, "rendezvous store server: refused connection from ", connection.peer,
+          ": it did not prove the job secret");
+      return drop(connection, "");
+    }
+    if (handshake.state() == SecretHandshake::State::kRunning) return flush(connection);
+    connection.handshake.reset();
+  }
+  processRequests(connection);
+}
+
+void TcpStoreServer::Impl::processRequests(Connection& connection) {
+  tcp_store::Request request;
+  while (!connection.dead && !connection.parked_key) {
+    auto result = tcp_store::parseRequest(connection.input, &connection.input_offset, &request);
+    if (result == tcp_store::ParseResult::kIncomplete) break;
+    if (result == tcp_store::ParseResult::kMalformed) {
+      log(LogLevel::kWarning, "rendezvous store server: closing connection from ", connection.peer,
+          ": malformed request");
+      return drop(connection, "");
+    }
+    handle(connection, request);
+  }
+  // Compact only once consumed bytes dominate, so a stream of small requests stays cheap.
+  if (connection.input_offset > 0 && connection.input_offset * 2 >= connection.input.size()) {
+    connection.input.erase(0, connection.input_offset);
+    connection.input_offset = 0;
+  }
+  flush(connection);
+}
+
+void TcpStoreServer::Impl::handle(Connection& connection, tcp_store::Request& request) {
+  switch (request.op) {
+    case Op::kSet:
+      values[request.key] = std::move(request.value);
+      respond(connection, Status::kOk, "");
+      wakeWaiters(request.key);
+      return;
+    case Op::kGet: {
+      auto found = values.find(request.key);
+      if (found != values.end()) return respond(connection, Status::kOk, found->second);
+      const uint64_t wait_ms = std::min(request.argument, kMaxWaitMs);
+      connection.parked_key = request.key;
+      connection.parked_deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
+      waiters[request.key].push_back(connection.id);
+      return;
+    }
+    case Op::kTryGet: {
+      auto found = values.find(request.key);
+      if (found == values.end()) return respond(connection, Status::kNotFound, "");
+      return respond(connection, Status::kOk, found->second);
+    }
+    case Op::kAdd: {
+      auto found = values.find(request.key);
+      int64_t current = 0;  // a missing key counts from 0
+      if (found != values.end()) {
+        try {
+          current = parseCounter(request.key, Bytes(found->second.begin(), found->second.end()));
+        } catch (const Error& error) {
+          return respond(connection, Status::kError, error.what());
+        }
+      }
+      const int64_t result = int64_t(uint64_t(current) + request.argument);  // wraps, no UB
+      values[request.key] = std::to_string(result);
+      std::string payload;
+      tcp_store::putLittleEndian(&payload, uint64_t(result), 8);
+      respond(connection, Status::kOk, payload);
+      wakeWaiters(request.key);
+      return;
+    }
+    case Op::kErase:
+      values.erase(request.key);
+      return respond(connection, Status::kOk, "");
+  }
+}
+
+void TcpStoreServer::Impl::respond(Connection& connection, Status status,
+                                   const std::string& payload) {
+  connection.output += tcp_store::encodeResponse(status, payload);
+}
+
+void TcpStoreServer::Impl::flush(Connection& connection) {
+  size_t sent_total = 0;
+  while (sent_total < connection.output.size()) {
+    ssize_t sent = ::send(connection.fd.get(), connection.output.data() + sent_total,
+                          connection.output.size() - sent_total, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // poll reports POLLOUT later
+      connection.output.clear();
+      return drop(connection, std::string("send: ") + std::strerror(errno));
+    }
+    sent_total += size_t(sent);
+  }
+  connection.output.erase(0, sent_total);
+}
+
+void TcpStoreServer::Impl::wakeWaiters(const std::string& key) {
+  auto found = waiters.find(key);
+  if (found == waiters.end()) return;
+  const std::string& value = values.at(key);
+  std::vector<uint64_t> ids = std::move(found->second);
+  waiters.erase(found);
+  for (uint64_t id : ids) {
+    auto connection = connections.find(id);
+    if (connection == connections.end() || connection->second->dead) continue;
+    Connection& waiter = *connection->second;
+    if (waiter.parked_key != key) continue;
+    waiter.parked_key.reset();
+    respond(waiter, Status::kOk, value);
+    flush(waiter);
+    // Not processed inline: its next request may set keys and wake others recursively.
+    runnable.push_back(id);
+  }
+}
+
+void TcpStoreServer::Impl::expireDeadlines(Clock::time_point now) {
+  for (auto& [id, connection] : connections) {
+    if (connection->dead) continue;
+    if (connection->handshake && now >= connection->handshake_deadline) {
+      log(LogLevel::kWarning, "rendezvous store server: refused connection from ", connection->peer,
+          ": it did not complete the job-secret handshake in time");
+      drop(*connection, "");
+      continue;
+    }
+    if (connection->parked_key && now >= connection->parked_deadline) {
+      forgetParked(*connection);
+      respond(*connection, Status::kTimeout, "");
+      flush(*connection);
+      runnable.push_back(id);
+    }
+  }
+}
+
+void TcpStoreServer::Impl::forgetParked(Connection& connection) {
+  if (!connection.parked_key) return;
+  auto found = waiters.find(*connection.parked_key);
+  if (found != waiters.end()) {
+    auto& ids = found->second;
+    ids.erase(std::remove(ids.begin(), ids.end(), connection.id), ids.end());
+    if (ids.empty()) waiters.erase(found);
+  }
+  connection.parked_key.reset();
+}
+
+void TcpStoreServer::Impl::drop(Connection& connection, const std::string& reason) {
+  if (connection.dead) return;
+  if (!reason.empty()) {
+    log(LogLevel::kDebug, "rendezvous store server: closing connection from ", connection.peer,
+        ": ", reason);
+  }
+  forgetParked(connection);
+  connection.dead = true;
+  connection.fd.reset();  // close now; the entry itself goes at the end of the loop turn
+}
+
+TcpStoreServer::TcpStoreServer(const std::string& bind_address, int port, const std::string& secret)
+    : impl_(std::make_unique<Impl>(bind_address, port, secret)) {}
+
+TcpStoreServer::~TcpStoreServer() = default;
+
+int TcpStoreServer::port() const { return impl_->port; }
+
+}  // namespace ronde
