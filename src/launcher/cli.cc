@@ -1,0 +1,272 @@
+#include "launcher/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "launcher/run_options.h"
+#include "launcher/worker_env.h"
+
+namespace ronde::launcher {
+namespace {
+
+const std::map<std::string, std::string>& singleDashSpellings() {
+  static const std::map<std::string, std::string> spellings = {
+      {"-np", "--num-proc"},
+      {"-hostfile", "--hostfile"},
+      {"-prefix-timestamp", "--prefix-output-with-timestamp"},
+  };
+  return spellings;
+}
+
+void setVariable(EnvList* env, const std::string& name, const std::string& value) {
+  for (auto& entry : *env) {
+    if (entry.first == name) {
+      entry.second = value;
+      return;
+    }
+  }
+  env->emplace_back(name, value);
+}
+
+std::string formatNumber(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e15) {
+    return std::to_string(static_cast<int64_t>(value));
+  }
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// Tuning flags become RONDE_* variables for the workers' Settings; the names are the
+// contract with settings.cc.
+void addTuningOptions(CLI::App* run, RunOptions* options) {
+  EnvList* env = &options->settings;
+  run->add_option_function<double>(
+         "--fusion-threshold-mb",
+         [env](double mb) {
+           setVariable(env, "RONDE_FUSION_THRESHOLD",
+                       std::to_string(static_cast<int64_t>(std::llround(mb * 1024 * 1024))));
+         },
+         "Tensor fusion buffer size in MiB; 0 disables fusion (default 128)")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Tuning");
+  run->add_option_function<double>(
+         "--cycle-time-ms",
+         [env](double ms) { setVariable(env, "RONDE_CYCLE_TIME", formatNumber(ms)); },
+         "Time between fusion cycles in milliseconds (default 1)")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Tuning");
+  run->add_option_function<int>(
+         "--cache-capacity",
+         [env](int n) { setVariable(env, "RONDE_CACHE_CAPACITY", std::to_string(n)); },
+         "Entries in the response cache; 0 disables it (default 1024)")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Tuning");
+  run->add_flag_callback(
+         "--hierarchical-allreduce",
+         [env] { setVariable(env, "RONDE_HIERARCHICAL_ALLREDUCE", "1"); },
+         "Allreduce across hosts in two levels: inside each host, then across hosts")
+      ->group("Tuning");
+  run->add_flag_callback(
+         "--no-hierarchical-allreduce",
+         [env] { setVariable(env, "RONDE_HIERARCHICAL_ALLREDUCE", "0"); },
+         "Allreduce with one flat algorithm across all ranks")
+      ->group("Tuning");
+  run->add_flag_callback(
+         "--autotune", [env] { setVariable(env, "RONDE_AUTOTUNE", "1"); },
+         "Tune fusion and cycle time while training runs")
+      ->group("Tuning");
+  run->add_option_function<std::string>(
+         "--autotune-log-file",
+         [env](const std::string& path) { setVariable(env, "RONDE_AUTOTUNE_LOG", path); },
+         "CSV log of the autotuning trials")
+      ->group("Tuning");
+  run->add_option_function<std::string>(
+         "--timeline-filename",
+         [env](const std::string& path) { setVariable(env, "RONDE_TIMELINE", path); },
+         "Write a timeline of collective operations (Chrome trace JSON) to this file")
+      ->group("Timeline");
+  run->add_flag_callback(
+         "--timeline-mark-cycles",
+         [env] { setVariable(env, "RONDE_TIMELINE_MARK_CYCLES", "1"); },
+         "Mark fusion cycles on the timeline")
+      ->group("Timeline");
+  run->add_flag_callback(
+         "--no-stall-check", [env] { setVariable(env, "RONDE_STALL_CHECK_DISABLE", "1"); },
+         "Do not warn about ranks that stall")
+      ->group("Stall check");
+  run->add_option_function<double>(
+         "--stall-check-warning-time-seconds",
+         [env](double s) { setVariable(env, "RONDE_STALL_CHECK_TIME_SECONDS", formatNumber(s)); },
+         "Warn when ranks wait this long for others (default 60)")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Stall check");
+  run->add_option_function<double>(
+         "--stall-check-shutdown-time-seconds",
+         [env](double s) {
+           setVariable(env, "RONDE_STALL_SHUTDOWN_TIME_SECONDS", formatNumber(s));
+         },
+         "Shut down when ranks wait this long for others; 0 never (default 0)")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Stall check");
+  run->add_option_function<std::string>(
+         "--log-level",
+         [env](const std::string& level) {
+           std::string upper = level;
+           std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
+           setVariable(env, "RONDE_LOG_LEVEL", upper);
+         },
+         "Workers' log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (default WARNING)")
+      ->check(CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"},
+                            CLI::ignore_case))
+      ->group("Logging");
+  run->add_option_function<double>(
+         "--start-timeout",
+         [options, env](double s) {
+           options->start_timeout_seconds = s;
+           setVariable(env, "RONDE_START_TIMEOUT", formatNumber(s));
+         },
+         "Seconds for the launcher's host checks and for all ranks to meet (default 30 / 60)")
+      ->check(CLI::PositiveNumber);
+}
+
+void addRunOptions(CLI::App* run, RunOptions* options) {
+  run->add_option_function<int>(
+      "--num-proc,--np",
+      [options](int n) {
+        options->num_ranks = n;
+        options->num_ranks_given = true;
+      },
+      "Number of ranks to start (also -np)");
+  run->add_option("-H,--hosts", options->hosts,
+                  "Hosts and their slots: host1:2,host2:4 (default localhost:NP)")
+      ->group("Hosts");
+  run->add_option("--hostfile", options->hostfile,
+                  "File with one host per line: 'host slots=N' (also -hostfile)")
+      ->group("Hosts");
+  run->add_option("-p,--ssh-port", options->ssh_port, "ssh port on all hosts")
+      ->check(CLI::Range(1, 65535))
+      ->group("ssh");
+  run->add_option("-i,--ssh-identity-file", options->ssh_identity_file,
+                  "Private key file ssh uses")
+      ->group("ssh");
+  run->add_option("--ssh-option", options->ssh_options,
+                  "Extra ssh option, as for 'ssh -o' (repeatable)")
+      ->allow_extra_args(false)
+      ->group("ssh");
+  run->add_option("--network-interface,--network-interfaces", options->network_interface,
+                  "Interface (eth0) or address the store and the workers' data sockets use")
+      ->group("Network");
+  run->add_option("-x,--env", options->env_requests,
+                  "Pass an environment variable to every worker: -x NAME (its value here) "
+                  "or -x NAME=value (repeatable)")
+      ->allow_extra_args(false);
+  run->add_option("--output-filename", options->output_directory,
+                  "Write each rank's output to DIR/rank.N/stdout and stderr instead");
+  run->add_flag("--prefix-output-with-timestamp", options->prefix_timestamp,
+                "Prefix each line of output with the time");
+  run->add_option("--grace-period", options->grace_seconds,
+                  "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_flag("--verbose", options->verbose, "Tell where each rank runs and how it exits");
+  run->add_flag("--disable-cache,--gloo", "Accepted for horovodrun compatibility; no effect")
+      ->group("");
+  run->add_flag_callback(
+      "--tcp", [options] { setVariable(&options->settings, "RONDE_TRANSPORT", "tcp"); },
+      "Move data over TCP only, also between ranks of one host");
+  addTuningOptions(run, options);
+}
+
+int takesValue(const std::string& name, void* context) {
+  auto* run = static_cast<CLI::App*>(context);
+  const CLI::Option* option = run->get_option_no_throw(name);
+  if (option == nullptr) return -1;
+  return option->get_type_size() == 0 ? 0 : 1;
+}
+
+std::vector<const char*> pointers(const std::vector<std::string>& args) {
+  std::vector<const char*> result;
+  for (const std::string& arg : args) result.push_back(arg.c_str());
+  return result;
+}
+
+}  // namespace
+
+SplitArguments splitRunArguments(const std::vector<std::string>& args,
+                                 int (*takes_value)(const std::string&, void*), void* context) {
+  SplitArguments split;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') break;  // the command starts here
+    size_t equals = arg.find('=');
+    std::string name = arg.substr(0, equals);
+    auto spelling = singleDashSpellings().find(name);
+    if (spelling != singleDashSpellings().end()) {
+      name = spelling->second;
+      arg = name + (equals == std::string::npos ? "" : arg.substr(equals));
+    }
+    split.options.push_back(arg);
+    int value = takes_value(name, context);
+    if (value < 0 && arg[1] != '-' && arg.size() > 2) {
+      // "-xNAME" or "-p2222": a short option with its value attached.
+      if (takes_value(arg.substr(0, 2), context) == 1) continue;
+    }
+    if (value == 1 && equals == std::string::npos && i + 1 < args.size()) {
+      split.options.push_back(args[++i]);
+    }
+  }
+  split.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return split;
+}
+
+int runCommandLine(const std::vector<std::string>& args) {
+  CLI::App app{"ronde: distributed deep-learning training runtime", "ronde"};
+  app.set_version_flag("-v,--version", std::string("ronde ") + RONDE_LAUNCHER_VERSION);
+  app.require_subcommand(1);
+
+  RunOptions options;
+  CLI::App* run = app.add_subcommand(
+      "run", "Start a job: ronde run -np N [-H host:slots,...] [options] COMMAND [ARGS...]");
+  addRunOptions(run, &options);
+  run->footer(
+      "The command is the first word that is not an option; put -- before it if it starts "
+      "with a dash.");
+
+  bool print_settings = false;
+  CLI::App* check = app.add_subcommand("check-build", "List what this build of ronde has");
+  check->add_flag("--settings", print_settings,
+                  "Also list every setting (environment variable) with its default");
+
+  std::vector<std::string> parse_args = {"ronde"};
+  bool is_run = !args.empty() && args[0] == "run";
+  SplitArguments split;
+  if (is_run) {
+    split = splitRunArguments({args.begin() + 1, args.end()}, takesValue, run);
+    parse_args.push_back("run");
+    parse_args.insert(parse_args.end(), split.options.begin(), split.options.end());
+  } else {
+    parse_args.insert(parse_args.end(), args.begin(), args.end());
+  }
+  std::vector<const char*> argv = pointers(parse_args);
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& error) {
+    int code = app.exit(error);
+    return code == 0 ? 0 : 2;
+  }
+  if (run->parsed()) {
+    options.command = split.command;
+    return runJob(options);
+  }
+  return checkBuild(print_settings);
+}
+
+}  // namespace ronde::launcher

@@ -1,0 +1,26 @@
+// The `ronde` command line: `ronde run ...`, `ronde check-build [--settings]`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ronde::launcher {
+
+// Parses `args` (without the program name) and runs the subcommand; returns the exit code.
+int runCommandLine(const std::vector<std::string>& args);
+
+// horovodrun spells some long options with one dash (-np, -hostfile); CLI11 wants two.
+// Also splits off the worker command: the first word that is neither an option nor an
+// option's value, or everything after "--". Exposed for tests.
+struct SplitArguments {
+  std::vector<std::string> options;
+  std::vector<std::string> command;
+};
+// `takes_value(name)`: 1 when option `name` takes a value, 0 for a flag, -1 when unknown.
+SplitArguments splitRunArguments(const std::vector<std::string>& args,
+                                 int (*takes_value)(const std::string& name, void* context),
+                                 void* context);
+
+int checkBuild(bool print_settings);
+
+}  // namespace ronde::launcher

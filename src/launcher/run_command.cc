@@ -1,0 +1,280 @@
+// `ronde run`: from parsed options to a running job.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "launcher/host_list.h"
+#include "launcher/job_supervisor.h"
+#include "launcher/launcher_messages.h"
+#include "launcher/network_address.h"
+#include "launcher/output_streamer.h"
+#include "launcher/run_options.h"
+#include "launcher/signal_watcher.h"
+#include "launcher/ssh.h"
+#include "launcher/worker_env.h"
+#include "ronde/errors.h"
+#include "ronde/store.h"
+
+extern char** environ;
+
+namespace ronde::launcher {
+namespace {
+
+constexpr int kExitBadInput = 2;
+constexpr int kExitUnreachable = 1;
+
+// 32 random bytes as hex: the job secret every connection to the job must prove it knows.
+std::string makeSecret() {
+  unsigned char bytes[32];
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw makeError(ErrorCode::kIo, "open /dev/urandom: ", std::strerror(errno));
+  size_t have = 0;
+  while (have < sizeof(bytes)) {
+    ssize_t got = ::read(fd, bytes + have, sizeof(bytes) - have);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      ::close(fd);
+      throw makeError(ErrorCode::kIo, "read /dev/urandom failed");
+    }
+    have += static_cast<size_t>(got);
+  }
+  ::close(fd);
+  static const char kHex[] = "0123456789abcdef";
+  std::string secret;
+  for (unsigned char byte : bytes) {
+    secret += kHex[byte >> 4];
+    secret += kHex[byte & 15];
+  }
+  return secret;
+}
+
+std::string currentDirectory() {
+  char buffer[4096];
+  if (::getcwd(buffer, sizeof(buffer)) == nullptr) {
+    throw makeError(ErrorCode::kIo, "getcwd: ", std::strerror(errno));
+  }
+  return buffer;
+}
+
+std::vector<std::string> currentEnvironment() {
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry != nullptr; ++entry) environment.emplace_back(*entry);
+  return environment;
+}
+
+struct HostPlan {
+  bool local = false;
+  std::string hostname;       // RONDE_HOSTNAME
+  std::string store_address;  // the launcher's address as this host reaches it (no port)
+};
+
+struct StoreAddresses {
+  std::string bind_address;
+  std::map<std::string, std::string> per_host;  // host -> address workers there connect to
+};
+
+// Local-only jobs meet on loopback. With remote hosts each host gets the address of this
+// machine on the route toward it (or the one --network-interface names); the store listens
+// on that address, or on all of them when hosts are reached through different ones.
+StoreAddresses chooseStoreAddresses(const std::vector<std::string>& hosts,
+                                    const std::map<std::string, bool>& is_local,
+                                    const std::map<std::string, std::string>& seen_as,
+                                    const std::string& network_interface) {
+  StoreAddresses result;
+  if (!network_interface.empty()) {
+    result.bind_address = addressOfInterface(network_interface);
+    for (const std::string& host : hosts) result.per_host[host] = result.bind_address;
+    return result;
+  }
+  std::string first_remote;
+  std::set<std::string> distinct;
+  for (const std::string& host : hosts) {
+    if (is_local.at(host)) continue;
+    std::string address = sourceAddressToward(host);
+    if (address.empty()) {
+      auto found = seen_as.find(host);
+      if (found != seen_as.end()) address = found->second;
+    }
+    if (address.empty()) {
+      throw makeError(ErrorCode::kInvalidArgument, "cannot tell which address of this machine ",
+                      host, " reaches; name one with --network-interface");
+    }
+    result.per_host[host] = address;
+    distinct.insert(address);
+    if (first_remote.empty()) first_remote = address;
+  }
+  if (first_remote.empty()) {
+    result.bind_address = "127.0.0.1";
+    for (const std::string& host : hosts) result.per_host[host] = result.bind_address;
+    return result;
+  }
+  for (const std::string& host : hosts) {
+    if (is_local.at(host)) result.per_host[host] = first_remote;
+  }
+  result.bind_address = distinct.size() == 1 ? first_remote : "0.0.0.0";
+  return result;
+}
+
+// Checks every remote host over ssh, all at once; reports each one that fails.
+bool checkRemoteHosts(const std::vector<std::string>& remote_hosts, const SshOptions& ssh,
+                      const SignalWatcher& signals, std::map<std::string, std::string>* seen_as) {
+  bool all_reachable = true;
+  for (const SshProbeResult& result : probeHosts(remote_hosts, ssh, signals.fd())) {
+    if (result.reachable) {
+      (*seen_as)[result.host] = result.client_address;
+      continue;
+    }
+    all_reachable = false;
+    report("cannot reach host ", result.host, " over ssh: ", result.error);
+  }
+  return all_reachable;
+}
+
+}  // namespace
+
+int runJob(const RunOptions& options) {
+  // Before any thread exists (the store server's), so that every thread blocks the signals.
+  SignalWatcher signals;
+
+  std::vector<RankPlacement> placements;
+  EnvList passed;
+  try {
+    if (options.command.empty()) {
+      throw Error(ErrorCode::kInvalidArgument, "no command given: ronde run -np N COMMAND ...");
+    }
+    if (!options.hosts.empty() && !options.hostfile.empty()) {
+      throw Error(ErrorCode::kInvalidArgument, "give -H or --hostfile, not both");
+    }
+    if (options.num_ranks_given && options.num_ranks <= 0) {
+      throw makeError(ErrorCode::kInvalidArgument, "-np ", options.num_ranks,
+                      ": the number of ranks must be positive");
+    }
+    std::vector<HostSlots> hosts;
+    int num_ranks = options.num_ranks_given ? options.num_ranks : 0;
+    if (!options.hosts.empty()) {
+      hosts = parseHostList(options.hosts);
+    } else if (!options.hostfile.empty()) {
+      hosts = readHostFile(options.hostfile);
+    } else if (num_ranks == 0) {
+      throw Error(ErrorCode::kInvalidArgument, "-np is required (how many ranks to start)");
+    } else {
+      hosts = {{"localhost", num_ranks}};
+    }
+    if (num_ranks == 0) {
+      // Like mpirun: with hosts but without -np, one rank per slot.
+      for (const HostSlots& host : hosts) num_ranks += host.slots;
+    }
+    placements = placeRanks(hosts, num_ranks);
+    passed = resolvePassedVariables(options.env_requests,
+                                    [](const std::string& name) { return std::getenv(name.c_str()); });
+  } catch (const Error& error) {
+    report(error.what());
+    return kExitBadInput;
+  }
+
+  std::vector<std::string> hosts;  // the hosts with ranks, in order
+  std::map<std::string, bool> is_local;
+  std::vector<std::string> remote_hosts;
+  for (const RankPlacement& placement : placements) {
+    if (is_local.count(placement.host) != 0) continue;
+    hosts.push_back(placement.host);
+    bool local = isLocalHost(placement.host);
+    is_local[placement.host] = local;
+    if (!local) remote_hosts.push_back(placement.host);
+  }
+
+  SshOptions ssh;
+  ssh.port = options.ssh_port;
+  ssh.identity_file = options.ssh_identity_file;
+  ssh.options = options.ssh_options;
+  ssh.connect_timeout_seconds =
+      std::max(1, static_cast<int>(std::ceil(std::min(options.start_timeout_seconds, 3600.0))));
+
+  std::map<std::string, std::string> seen_as;
+  StoreAddresses addresses;
+  try {
+    if (!remote_hosts.empty() && !checkRemoteHosts(remote_hosts, ssh, signals, &seen_as)) {
+      return kExitUnreachable;
+    }
+    addresses = chooseStoreAddresses(hosts, is_local, seen_as, options.network_interface);
+  } catch (const Error& error) {
+    report(error.what());
+    return error.code() == ErrorCode::kAborted ? 130 : kExitBadInput;
+  }
+
+  JobEnvironment job;
+  job.secret = makeSecret();
+  job.network_interface = options.network_interface;
+  job.settings = options.settings;
+  job.passed = passed;
+
+#if RONDE_LAUNCHER_HAVE_TCP_STORE
+  std::unique_ptr<TcpStoreServer> store;
+  try {
+    store = std::make_unique<TcpStoreServer>(addresses.bind_address, 0, job.secret);
+  } catch (const Error& error) {
+    report("cannot start the rendezvous store on ", addresses.bind_address, ": ", error.what());
+    return 1;
+  }
+  int store_port = store->port();
+#else
+  int store_port = 0;  // the store server is not part of this build yet
+#endif
+
+  std::string directory = currentDirectory();
+  std::vector<std::string> launcher_environment = currentEnvironment();
+  std::vector<WorkerLaunch> launches;
+  for (const RankPlacement& placement : placements) {
+    bool local = is_local[placement.host];
+    bool loopback_name = placement.host == "localhost" || placement.host.rfind("127.", 0) == 0;
+    std::string hostname = local && loopback_name ? localHostName() : placement.host;
+    std::string store_address =
+        addresses.per_host[placement.host] + ":" + std::to_string(store_port);
+    EnvList variables = workerVariables(placement, hostname, store_address, job);
+
+    WorkerLaunch launch;
+    launch.placement = placement;
+    launch.remote = !local;
+    if (local) {
+      launch.request = {options.command, mergeEnvironment(environ, variables), false};
+    } else {
+      EnvList remote_variables = forwardedSettings(environ, variables);
+      remote_variables.insert(remote_variables.end(), variables.begin(), variables.end());
+      launch.request = {
+          sshArgv(ssh, placement.host,
+                  remoteWorkerCommand(directory, remote_variables, options.command)),
+          launcher_environment, true};
+      launch.stdin_data = remoteStdinPreamble(job.secret);
+    }
+    if (options.verbose) {
+      report("rank ", placement.rank, " on ", placement.host, local ? " (local)" : " (ssh)",
+             ": local rank ", placement.local_rank, "/", placement.local_size, ", cross rank ",
+             placement.cross_rank, "/", placement.cross_size, ", store ", store_address);
+    }
+    launches.push_back(std::move(launch));
+  }
+
+  try {
+    OutputStreamer output(
+        {options.output_directory, options.prefix_timestamp, static_cast<int>(placements.size())});
+    SupervisorOptions supervisor_options;
+    supervisor_options.grace =
+        std::chrono::milliseconds(static_cast<int64_t>(options.grace_seconds * 1000));
+    supervisor_options.verbose = options.verbose;
+    JobSupervisor supervisor(signals, output, supervisor_options);
+    return supervisor.run(std::move(launches));
+  } catch (const Error& error) {
+    report(error.what());
+    return 1;
+  }
+}
+
+}  // namespace ronde::launcher

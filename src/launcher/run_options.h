@@ -1,0 +1,34 @@
+// Everything `ronde run` was asked to do, as parsed from its command line (cli.cc).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/worker_env.h"
+
+namespace ronde::launcher {
+
+struct RunOptions {
+  int num_ranks = 0;
+  bool num_ranks_given = false;
+  std::string hosts;     // -H host1:2,host2:2
+  std::string hostfile;  // --hostfile FILE
+  int ssh_port = 0;
+  std::string ssh_identity_file;
+  std::vector<std::string> ssh_options;  // --ssh-option, passed as `ssh -o`
+  std::string network_interface;
+  std::string output_directory;          // --output-filename
+  bool prefix_timestamp = false;
+  bool verbose = false;
+  double start_timeout_seconds = 30;     // for the launcher's own checks (ssh)
+  double grace_seconds = 5;              // SIGTERM to SIGKILL when stopping workers
+  std::vector<std::string> env_requests; // -x NAME or -x NAME=value
+  EnvList settings;                      // RONDE_* variables from the tuning flags
+  std::vector<std::string> command;
+};
+
+// Runs the job; returns the launcher's exit code. Bad input is reported before any worker
+// starts, with exit code 2 (1 when hosts cannot be reached).
+int runJob(const RunOptions& options);
+
+}  // namespace ronde::launcher
