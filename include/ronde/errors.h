@@ -46,12 +46,13 @@ Error makeError(ErrorCode code, const Parts&... parts) {
 
 }  // namespace ronde
 
-// Invariant checks: a failure here is a bug in ronde, never a user error.
-#define RONDE_CHECK(cond, ...)                                                       \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::ostringstream ronde_check_detail_;                                        \
-      ronde_check_detail_ << "" __VA_ARGS__;                                         \
+// Invariant checks: a failure here is a bug in ronde, never a user error. The optional
+// detail is a stream expression: RONDE_CHECK(n > 0, "n is " << n).
+#define RONDE_CHECK(cond, ...)                                                          \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
+      std::ostringstream ronde_check_detail_;                                           \
+      ronde_check_detail_ << "" __VA_ARGS__;                                            \
       ::ronde::throwCheckFailure(#cond, __FILE__, __LINE__, ronde_check_detail_.str()); \
-    }                                                                                \
+    }                                                                                   \
   } while (0)

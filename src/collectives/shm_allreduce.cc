@@ -1,0 +1,79 @@
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/shm_collectives.h"
+#include "common/reduce_kernels.h"
+
+namespace ronde {
+namespace {
+
+// Small buffers: one step. Every rank copies in, waits, and reduces all slots itself, in the
+// same order as every other rank, so results are bitwise identical everywhere. A slot is
+// rewritten two steps later, and every rank has arrived at the step in between only after
+// it finished reading: no second synchronisation is needed.
+void singleStep(const ShmOp& op, uint64_t op_slot, const void* in, void* out, size_t count,
+                DataType type, ReduceOp reduce, double prescale, double postscale) {
+  ShmArena& arena = *op.arena;
+  const int n = arena.localSize();
+  uint64_t step = arena.nextStep();
+  copyScaled(arena.slot(arena.localRank(), step), in, count, type, prescale);
+  arena.arrive(step);
+  arena.waitAllArrived(step, op.wait);
+  shmCheckDescriptors(op, op_slot);
+  const void* sources[64];
+  const void** srcs = sources;
+  std::vector<const void*> many;
+  if (n > 64) {
+    many.resize(static_cast<size_t>(n));
+    srcs = many.data();
+  }
+  for (int i = 0; i < n; ++i) srcs[i] = arena.slot(i, step);
+  reduceMany(out, srcs, n, count, type, reduce, postscale);
+}
+
+}  // namespace
+
+// Large buffers, chunk by chunk: copy the chunk in, wait for all; reduce this rank's share of
+// the chunk from all slots into the shared result, wait for all; copy the whole chunk out.
+// Double buffering by step parity makes reuse safe: the result area of step s is rewritten at
+// step s+2 only after every rank arrived at s+1, i.e. after each copied chunk s out.
+void shmAllreduce(const ShmOp& op, const void* in, void* out, size_t count, DataType type,
+                  ReduceOp reduce, double prescale, double postscale) {
+  ShmArena& arena = *op.arena;
+  const int n = arena.localSize();
+  const int me = arena.localRank();
+  const size_t elem = dataTypeSize(type);
+  const size_t chunk_elems = arena.chunkBytes() / elem;
+  const uint64_t op_slot = shmPublishDescriptor(op);
+  if (count * elem <= std::min(op.single_step_bytes, arena.chunkBytes())) {
+    singleStep(op, op_slot, in, out, count, type, reduce, prescale, postscale);
+    return;
+  }
+  const auto* src = static_cast<const char*>(in);
+  auto* dst = static_cast<char*>(out);
+  const size_t chunks = std::max<size_t>(1, (count + chunk_elems - 1) / chunk_elems);
+  const void* sources[64];
+  std::vector<const void*> many(n > 64 ? static_cast<size_t>(n) : 0);
+  const void** srcs = n > 64 ? many.data() : sources;
+  for (size_t k = 0; k < chunks; ++k) {
+    const size_t offset = k * chunk_elems;
+    const size_t chunk_count = std::min(chunk_elems, count - std::min(count, offset));
+    const uint64_t step = arena.nextStep();
+    copyScaled(arena.slot(me, step), src + offset * elem, chunk_count, type, prescale);
+    arena.arrive(step);
+    arena.waitAllArrived(step, op.wait);
+    if (k == 0) shmCheckDescriptors(op, op_slot);
+    // This rank's share: nearly equal parts, the first (chunk_count % n) one element larger.
+    const size_t base = chunk_count / static_cast<size_t>(n);
+    const size_t extra = chunk_count % static_cast<size_t>(n);
+    const size_t mine = base + (static_cast<size_t>(me) < extra ? 1 : 0);
+    const size_t start = base * static_cast<size_t>(me) + std::min<size_t>(static_cast<size_t>(me), extra);
+    for (int i = 0; i < n; ++i) srcs[i] = arena.slot(i, step) + start * elem;
+    reduceMany(arena.result(step) + start * elem, srcs, n, mine, type, reduce, postscale);
+    arena.markReduced(step);
+    arena.waitAllReduced(step, op.wait);
+    std::memcpy(dst + offset * elem, arena.result(step), chunk_count * elem);
+  }
+}
+
+}  // namespace ronde

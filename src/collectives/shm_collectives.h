@@ -1,0 +1,45 @@
+// Collective algorithms over the shared-memory arena of one host, one per file. Every rank
+// copies its contribution into its own slot once, and reads its peers' slots directly:
+// one copy in, one copy out, with the reduction split between the ranks. Large buffers go
+// through in chunks that stay in cache, with double-buffered slots so that fast ranks run
+// ahead into the next chunk while slow ones finish the previous.
+//
+// Each algorithm takes at least one step even for empty buffers, publishes its descriptor
+// before its first arrive and checks all ranks' descriptors after its first wait, so every
+// rank reports the same mismatch.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "collectives/op_descriptor.h"
+#include "transport/shm/shm_arena.h"
+
+namespace ronde {
+
+struct ShmOp {
+  ShmArena* arena;
+  ShmWait wait;
+  OpDescriptor descriptor;
+  size_t single_step_bytes = 64 * 1024;  // allreduce at or below: every rank reduces all
+};
+
+void shmAllreduce(const ShmOp& op, const void* in, void* out, size_t count, DataType type,
+                  ReduceOp reduce, double prescale, double postscale);
+// Rank r receives block r (counts[r] elements) of the reduction of `in`.
+void shmReducescatter(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
+                      DataType type, ReduceOp reduce, double prescale, double postscale);
+// `in` may alias the rank's own block of `out`.
+void shmAllgatherv(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
+                   DataType type);
+void shmBroadcast(const ShmOp& op, void* buffer, size_t bytes, int root);
+void shmAlltoallv(const ShmOp& op, const void* in, const std::vector<size_t>& send_counts, void* out,
+                  const std::vector<size_t>& recv_counts, DataType type);
+void shmBarrier(const ShmOp& op);
+
+// Publishes this rank's descriptor; call before the operation's first arrive.
+uint64_t shmPublishDescriptor(const ShmOp& op);
+// Compares every local rank's descriptor with local rank 0's; throws Error(kMismatch).
+void shmCheckDescriptors(const ShmOp& op, uint64_t op_slot);
+
+}  // namespace ronde

@@ -1,0 +1,64 @@
+// The parts of Communicator shared by every implementation: async forms and conveniences.
+#include "ronde/communicator.h"
+
+namespace ronde {
+
+CommOptions CommOptions::fromSettings(const Settings& s) {
+  CommOptions o;
+  o.hostname = s.hostname;
+  o.interface = s.interface;
+  o.secret = s.secret;
+  o.transport = s.transport;
+  o.timeout = Duration(static_cast<int64_t>(s.timeout_seconds * 1000));
+  o.start_timeout = Duration(static_cast<int64_t>(s.start_timeout_seconds * 1000));
+  o.small_allreduce_bytes = s.small_allreduce_bytes;
+  o.shm_chunk_bytes = s.shm_chunk_bytes;
+  o.tcp_chunk_bytes = s.tcp_chunk_bytes;
+  o.hierarchical_allreduce = s.hierarchical_allreduce;
+  return o;
+}
+
+std::string Communicator::describeRank(int r) const {
+  return "rank " + std::to_string(r) + " (host " + host(r) + ")";
+}
+
+void Communicator::allgather(const void* in, void* out, size_t count, DataType type) {
+  allgatherv(in, out, std::vector<size_t>(static_cast<size_t>(size()), count), type);
+}
+
+std::shared_ptr<Work> Communicator::allreduceAsync(const void* in, void* out, size_t count,
+                                                   DataType type, ReduceOp op, Scaling scaling) {
+  return enqueue([=, this] { allreduce(in, out, count, type, op, scaling); });
+}
+
+std::shared_ptr<Work> Communicator::allgathervAsync(const void* in, void* out,
+                                                    std::vector<size_t> counts, DataType type) {
+  return enqueue([=, this, counts = std::move(counts)] { allgatherv(in, out, counts, type); });
+}
+
+std::shared_ptr<Work> Communicator::broadcastAsync(void* buffer, size_t count, DataType type,
+                                                   int root) {
+  return enqueue([=, this] { broadcast(buffer, count, type, root); });
+}
+
+std::shared_ptr<Work> Communicator::alltoallvAsync(const void* in, std::vector<size_t> send_counts,
+                                                   void* out, std::vector<size_t> recv_counts,
+                                                   DataType type) {
+  return enqueue([=, this, send_counts = std::move(send_counts), recv_counts = std::move(recv_counts)] {
+    alltoallv(in, send_counts, out, recv_counts, type);
+  });
+}
+
+std::shared_ptr<Work> Communicator::reducescatterAsync(const void* in, void* out,
+                                                       std::vector<size_t> counts, DataType type,
+                                                       ReduceOp op, Scaling scaling) {
+  return enqueue([=, this, counts = std::move(counts)] {
+    reducescatter(in, out, counts, type, op, scaling);
+  });
+}
+
+std::shared_ptr<Work> Communicator::barrierAsync() {
+  return enqueue([this] { barrier(); });
+}
+
+}  // namespace ronde

@@ -1,0 +1,159 @@
+// Finding the job from the environment: `ronde run` sets RONDE_*; mpirun and srun set their
+// own variables, and then rank 0 serves the rendezvous store itself.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "comm/native_communicator.h"
+#include "common/logging.h"
+#include "transport/tcp/socket_util.h"
+
+namespace ronde {
+namespace {
+
+int envInt(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return fallback;
+  char* end = nullptr;
+  long parsed = std::strtol(value, &end, 10);
+  if (*end != '\0' || parsed < 0) {
+    throw makeError(ErrorCode::kConfig, name, "='", value, "' is not a non-negative integer");
+  }
+  return static_cast<int>(parsed);
+}
+
+std::string envString(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+struct ExternalLauncher {
+  std::string name;    // "mpirun", "srun" or empty
+  std::string job_id;  // identifies this job on the host
+};
+
+// Rank and size from mpirun (OpenMPI, or any PMI-based MPI) and srun.
+ExternalLauncher readExternalLauncher(Settings& s) {
+  ExternalLauncher launcher;
+  if (std::getenv("OMPI_COMM_WORLD_RANK")) {
+    launcher.name = "mpirun";
+    s.rank = envInt("OMPI_COMM_WORLD_RANK", 0);
+    s.size = envInt("OMPI_COMM_WORLD_SIZE", 1);
+    launcher.job_id = envString("OMPI_MCA_ess_base_jobid");
+    if (launcher.job_id.empty()) launcher.job_id = envString("PMIX_NAMESPACE");
+  } else if (std::getenv("PMI_RANK")) {
+    launcher.name = "mpirun";
+    s.rank = envInt("PMI_RANK", 0);
+    s.size = envInt("PMI_SIZE", 1);
+    launcher.job_id = envString("PMI_JOBID");
+  } else if (std::getenv("SLURM_PROCID")) {
+    launcher.name = "srun";
+    s.rank = envInt("SLURM_PROCID", 0);
+    s.size = envInt("SLURM_NTASKS", 1);
+    launcher.job_id = envString("SLURM_JOB_ID") + "." + envString("SLURM_STEP_ID");
+  }
+  if (!launcher.name.empty() && launcher.job_id.empty()) {
+    launcher.job_id = std::to_string(::getppid());  // ranks on a host share their launcher
+  }
+  return launcher;
+}
+
+// Without `ronde run`, rank 0 serves the store. With RONDE_STORE_ADDRESS it listens there (the
+// only way across hosts); otherwise, on one host, it picks a free port and leaves it in a file
+// named after the job, which it deletes once all ranks have met.
+std::shared_ptr<Store> selfServedStore(const Settings& s, const ExternalLauncher& launcher,
+                                       std::shared_ptr<TcpStoreServer>* server,
+                                       std::string* port_file) {
+  Duration timeout(static_cast<int64_t>(s.start_timeout_seconds * 1000));
+  if (!s.store_address.empty()) {
+    std::string host;
+    int port = 0;
+    splitHostPort(s.store_address, &host, &port);
+    if (s.rank == 0) *server = std::make_shared<TcpStoreServer>("0.0.0.0", port, s.secret);
+    return makeTcpStore(host, port, s.secret, timeout);
+  }
+  std::string directory = "/tmp/ronde-" + launcher.job_id;
+  *port_file = directory + "/store-port";
+  if (s.rank == 0) {
+    *server = std::make_shared<TcpStoreServer>("127.0.0.1", 0, s.secret);
+    ::mkdir(directory.c_str(), 0700);
+    std::string temp = *port_file + ".tmp";
+    {
+      std::ofstream out(temp);
+      out << (*server)->port() << "\n";
+    }
+    std::rename(temp.c_str(), port_file->c_str());
+    return makeTcpStore("127.0.0.1", (*server)->port(), s.secret, timeout);
+  }
+  Deadline deadline = Deadline::after(timeout);
+  for (;;) {
+    std::ifstream in(*port_file);
+    int port = 0;
+    if (in >> port && port > 0) return makeTcpStore("127.0.0.1", port, s.secret, timeout);
+    if (deadline.expired()) {
+      throw makeError(ErrorCode::kTimeout, "rank ", s.rank, " started by ", launcher.name,
+                      " found no rendezvous from rank 0 in ", *port_file,
+                      "; across hosts set RONDE_STORE_ADDRESS=<rank 0 host>:<port>");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::fromEnvironment() {
+  Settings s = Settings::fromEnvironment();
+  setLogThreshold(s.log_level);
+  ExternalLauncher launcher;
+  if (s.rank < 0) launcher = readExternalLauncher(s);
+  if (s.rank < 0) {
+    s.rank = 0;
+    s.size = 1;
+  }
+  if (s.size < 1 || s.rank >= s.size) {
+    throw makeError(ErrorCode::kConfig, "rank ", s.rank, " is out of range for size ", s.size);
+  }
+  CommOptions options = CommOptions::fromSettings(s);
+  options.rank = s.rank;
+  options.size = s.size;
+  std::shared_ptr<TcpStoreServer> server;
+  std::string port_file;
+  if (s.size > 1) {
+    Duration timeout(static_cast<int64_t>(s.start_timeout_seconds * 1000));
+    if (!launcher.name.empty()) {
+      options.store = selfServedStore(s, launcher, &server, &port_file);
+    } else if (!s.store_address.empty()) {
+      std::string host;
+      int port = 0;
+      splitHostPort(s.store_address, &host, &port);
+      options.store = makeTcpStore(host, port, s.secret, timeout);
+      // Bind the data plane to the address that reaches the store: it reaches the peers too.
+      if (options.interface.empty() && host != "127.0.0.1" && host != "localhost") {
+        options.interface = localAddressToward(host, port);
+      }
+    } else if (!s.store_directory.empty()) {
+      options.store = makeFileStore(s.store_directory);
+    } else {
+      throw makeError(ErrorCode::kConfig, "RONDE_SIZE=", s.size,
+                      " but no rendezvous: set RONDE_STORE_ADDRESS or RONDE_STORE_DIRECTORY, "
+                      "or start the job with `ronde run`, mpirun or srun");
+    }
+  }
+  auto comm = std::make_unique<NativeCommunicator>(options);
+  if (!port_file.empty() && s.rank == 0) {
+    // Every rank has met (the communicator is built), so nobody needs the port file now.
+    comm->barrier();
+    std::remove(port_file.c_str());
+    ::rmdir(port_file.substr(0, port_file.rfind('/')).c_str());
+  } else if (!port_file.empty()) {
+    comm->barrier();
+  }
+  if (server) comm->holdUntilDestroyed(server);
+  return comm;
+}
+
+}  // namespace ronde

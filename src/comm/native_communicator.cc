@@ -1,0 +1,400 @@
+#include "comm/native_communicator.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+
+#include "collectives/link_collectives.h"
+#include "collectives/ring_pipeline.h"
+#include "collectives/ring_verify.h"
+#include "common/logging.h"
+#include "common/reduce_kernels.h"
+#include "transport/tcp/socket_util.h"
+
+namespace ronde {
+namespace {
+
+std::string localHostname() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::create(const CommOptions& options) {
+  return std::make_unique<NativeCommunicator>(options);
+}
+
+NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(options) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    throw makeError(ErrorCode::kInvalidArgument, "invalid rank ", options.rank, " for size ",
+                    options.size);
+  }
+  if (options.size > 1 && !options.store) {
+    throw makeError(ErrorCode::kInvalidArgument, "a rendezvous store is needed for ", options.size,
+                    " ranks");
+  }
+  const std::string hostname = options.hostname.empty() ? localHostname() : options.hostname;
+  if (options.size == 1) {
+    topology_ = Topology::fromHosts(0, {hostname});
+    shm_only_ = true;
+    return;
+  }
+  Store& store = *options.store;
+  Deadline start = Deadline::after(options.start_timeout);
+  topology_ = Topology::gather(store, options.rank, options.size, hostname, start);
+  setLogPrefix("[ronde rank " + std::to_string(options.rank) + "]");
+
+  const bool use_shm = options.transport != TransportKind::kTcp && topology_.localSize() > 1;
+  shm_only_ = use_shm && topology_.crossSize() == 1;
+  if (use_shm) {
+    ShmArena::Options arena_options;
+    arena_options.local_rank = topology_.localRank();
+    arena_options.local_size = topology_.localSize();
+    arena_options.chunk_bytes = static_cast<size_t>(options.shm_chunk_bytes);
+    arena_options.host_key = std::to_string(topology_.crossRank());
+    for (int r : topology_.by_host[static_cast<size_t>(topology_.crossRank())]) {
+      arena_options.member_names.push_back(topology_.name(r));
+    }
+    arena_ = ShmArena::create(store, arena_options, start);
+  }
+  if (!shm_only_) {
+    TcpMesh::Options mesh_options;
+    mesh_options.rank = options.rank;
+    mesh_options.size = options.size;
+    mesh_options.secret = options.secret;
+    mesh_options.listen_address =
+        topology_.crossSize() == 1 && options.interface.empty() ? "127.0.0.1"
+                                                                : resolveLocalAddress(options.interface);
+    for (int r = 0; r < options.size; ++r) mesh_options.names.push_back(topology_.name(r));
+    mesh_ = TcpMesh::connect(store, mesh_options, start);
+    world_.rank = options.rank;
+    world_.size = options.size;
+    for (int r = 0; r < options.size; ++r) world_.links.push_back(mesh_->link(r));
+    hierarchical_ = use_shm && options.hierarchical_allreduce && topology_.homogeneous();
+    if (hierarchical_) {
+      // The ring across hosts joins the ranks with this rank's local index on every host.
+      cross_.rank = topology_.crossRank();
+      cross_.size = topology_.crossSize();
+      for (const auto& ranks : topology_.by_host) {
+        cross_.links.push_back(mesh_->link(ranks[static_cast<size_t>(topology_.localRank())]));
+      }
+    }
+  }
+  log(LogLevel::kDebug, "communicator ready: ", transportName(), ", local rank ", localRank(), "/",
+      localSize(), ", host ", crossRank(), "/", crossSize());
+}
+
+NativeCommunicator::~NativeCommunicator() = default;
+
+const std::string& NativeCommunicator::host(int r) const {
+  if (r < 0 || r >= size()) throw makeError(ErrorCode::kInvalidArgument, "no rank ", r);
+  return topology_.hosts[static_cast<size_t>(r)];
+}
+
+std::string NativeCommunicator::transportName() const {
+  if (size() == 1) return "self";
+  if (shm_only_) return "shm";
+  return arena_ ? (hierarchical_ ? "shm+tcp (hierarchical)" : "shm+tcp") : "tcp";
+}
+
+void NativeCommunicator::checkUsable() const {
+  if (!aborted_.load()) return;
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  throw makeError(ErrorCode::kAborted, "the communicator was aborted by an earlier failure: ",
+                  abort_reason_);
+}
+
+void NativeCommunicator::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (!aborted_.load()) {
+      abort_reason_ = reason;
+      abort_code_ = ErrorCode::kAborted;
+    }
+  }
+  aborted_.store(true);
+  if (options_.store && options_.size > 1) {
+    try {
+      if (options_.store->add("abort/count", 1) == 1) {
+        options_.store->setString("abort/reason", std::string(errorCodeName(ErrorCode::kAborted)) +
+                                                      "\n" + reason);
+      }
+    } catch (const Error&) {
+      // The store may be gone with the rank that served it; peers still see closed links.
+    }
+  }
+  if (arena_) arena_->abort(reason);
+  if (mesh_) mesh_->closeAll();
+}
+
+void NativeCommunicator::fail(const Error& error) {
+  ErrorCode code = error.code();
+  std::string message = error.what();
+  // A lost or aborted peer is often the echo of another rank's failure: report the first
+  // failure of the job, which that rank published before closing its connections.
+  if ((code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) && options_.store) {
+    try {
+      Bytes value;
+      if (options_.store->tryGet("abort/reason", &value)) {
+        std::string text(value.begin(), value.end());
+        auto newline = text.find('\n');
+        std::string code_name = text.substr(0, newline);
+        for (ErrorCode c : {ErrorCode::kMismatch, ErrorCode::kPeerLost, ErrorCode::kTimeout,
+                            ErrorCode::kInvalidArgument, ErrorCode::kAborted}) {
+          if (code_name == errorCodeName(c)) code = c;
+        }
+        message = text.substr(newline == std::string::npos ? 0 : newline + 1);
+      }
+    } catch (const Error&) {
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    if (!aborted_.load()) {
+      abort_reason_ = message;
+      abort_code_ = code;
+    }
+  }
+  aborted_.store(true);
+  if (options_.store && options_.size > 1) {
+    try {
+      if (options_.store->add("abort/count", 1) == 1) {
+        options_.store->setString("abort/reason", std::string(errorCodeName(code)) + "\n" + message);
+      }
+    } catch (const Error&) {
+    }
+  }
+  if (arena_) arena_->abort(message);
+  if (mesh_) mesh_->closeAll();
+  throw Error(code, message);
+}
+
+template <typename Body>
+void NativeCommunicator::run(OpDescriptor descriptor, Body&& body) {
+  checkUsable();
+  descriptor.op_index = ++op_index_;
+  Call call;
+  call.descriptor = descriptor;
+  call.what = describeOp(descriptor) + " on " + topology_.name(rank());
+  call.ctx.deadline = Deadline::after(options_.timeout);
+  call.ctx.aborted = &aborted_;
+  call.ctx.chunk_bytes = static_cast<size_t>(options_.tcp_chunk_bytes);
+  call.ctx.what = call.what;
+  try {
+    body(call);
+  } catch (const Error& e) {
+    if (size() == 1) throw;
+    fail(e);
+  }
+}
+
+ShmOp NativeCommunicator::shmOp(const Call& call) const {
+  ShmOp op;
+  op.arena = arena_.get();
+  op.wait.deadline = call.ctx.deadline;
+  op.wait.aborted = &aborted_;
+  op.wait.what = &call.what;
+  op.descriptor = call.descriptor;
+  op.single_step_bytes = static_cast<size_t>(options_.small_allreduce_bytes);
+  return op;
+}
+
+void NativeCommunicator::validateCounts(const std::vector<size_t>& counts, const char* what) const {
+  if (counts.size() != static_cast<size_t>(size())) {
+    throw makeError(ErrorCode::kInvalidArgument, what, " has ", counts.size(),
+                    " entries; expected one per rank (", size(), ")");
+  }
+}
+
+void NativeCommunicator::allreduce(const void* in, void* out, size_t count, DataType type,
+                                   ReduceOp op, Scaling scaling) {
+  OpDescriptor d;
+  d.kind = CollectiveKind::kAllreduce;
+  d.count = count;
+  d.type = type;
+  d.op = op;
+  d.prescale = scaling.prescale;
+  d.postscale = scaling.postscale;
+  run(d, [&](const Call& call) {
+    checkReducible(type, op);
+    double postscale = scaling.postscale * (op == ReduceOp::kAverage ? 1.0 / size() : 1.0);
+    if (size() == 1) {
+      copyScaled(out, in, count, type, scaling.prescale);
+      if (postscale != 1.0) copyScaled(out, out, count, type, postscale);
+      return;
+    }
+    if (shm_only_) {
+      shmAllreduce(shmOp(call), in, out, count, type, op, scaling.prescale, postscale);
+      return;
+    }
+    if (hierarchical_) {
+      hierarchicalAllreduce(call, in, out, count, type, op, scaling.prescale, postscale);
+      return;
+    }
+    copyScaled(out, in, count, type, scaling.prescale);
+    verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
+    if (count * dataTypeSize(type) <= static_cast<size_t>(options_.small_allreduce_bytes) &&
+        isPowerOfTwo(size())) {
+      recursiveDoublingAllreduce(world_, out, count, type, op, postscale, call.ctx);
+    } else {
+      ringAllreduce(world_, out, count, type, op, postscale, call.ctx);
+    }
+  });
+}
+
+// Reduce-scatter inside the host over shared memory, allreduce of this rank's block with its
+// counterparts on the other hosts over TCP (all local ranks in parallel, each on its own
+// slice), then allgather inside the host.
+void NativeCommunicator::hierarchicalAllreduce(const Call& call, const void* in, void* out,
+                                               size_t count, DataType type, ReduceOp op,
+                                               double prescale, double postscale) {
+  const size_t elem = dataTypeSize(type);
+  std::vector<RingSegment> blocks = evenSegments(count, localSize());
+  std::vector<size_t> counts;
+  for (const auto& b : blocks) counts.push_back(b.count);
+  const RingSegment& mine = blocks[static_cast<size_t>(localRank())];
+  char* my_block = static_cast<char*>(out) + mine.offset * elem;
+  ShmOp local = shmOp(call);
+  // In place is safe: round k writes piece k of this rank's block only after every rank
+  // copied piece k of its own input in, and no rank reads another's input.
+  shmReducescatter(local, in, my_block, counts, type, op, prescale, 1.0);
+  verifyAroundRing(cross_, call.descriptor, topology_.name(rank()), call.ctx);
+  ringAllreduce(cross_, my_block, mine.count, type, op, postscale, call.ctx);
+  shmAllgatherv(local, my_block, out, counts, type);
+}
+
+void NativeCommunicator::allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
+                                    DataType type) {
+  OpDescriptor d;
+  d.kind = CollectiveKind::kAllgather;
+  d.type = type;
+  d.counts_hash = hashCounts(counts);
+  for (size_t c : counts) d.count += c;
+  run(d, [&](const Call& call) {
+    validateCounts(counts, "allgatherv counts");
+    const size_t elem = dataTypeSize(type);
+    size_t offset = 0;
+    for (int r = 0; r < rank(); ++r) offset += counts[static_cast<size_t>(r)];
+    char* my_block = static_cast<char*>(out) + offset * elem;
+    if (shm_only_ && size() > 1) {
+      shmAllgatherv(shmOp(call), in, out, counts, type);
+      return;
+    }
+    if (my_block != in) std::memmove(my_block, in, counts[static_cast<size_t>(rank())] * elem);
+    if (size() == 1) return;
+    verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
+    ringAllgatherv(world_, out, counts, type, call.ctx);
+  });
+}
+
+void NativeCommunicator::broadcast(void* buffer, size_t count, DataType type, int root) {
+  OpDescriptor d;
+  d.kind = CollectiveKind::kBroadcast;
+  d.type = type;
+  d.count = count;
+  d.root = root;
+  run(d, [&](const Call& call) {
+    if (root < 0 || root >= size()) {
+      throw makeError(ErrorCode::kInvalidArgument, "broadcast root ", root, " is not a rank of this ",
+                      size(), "-rank job (", topology_.name(rank()), ")");
+    }
+    if (size() == 1) return;
+    const size_t bytes = count * dataTypeSize(type);
+    if (shm_only_) {
+      shmBroadcast(shmOp(call), buffer, bytes, topology_.local_rank_of[static_cast<size_t>(root)]);
+      return;
+    }
+    verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
+    chainBroadcast(world_, buffer, bytes, root, call.ctx);
+  });
+}
+
+void NativeCommunicator::alltoallv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                   const std::vector<size_t>& recv_counts, DataType type) {
+  OpDescriptor d;
+  d.kind = CollectiveKind::kAlltoall;
+  d.type = type;
+  run(d, [&](const Call& call) {
+    validateCounts(send_counts, "alltoall send splits");
+    validateCounts(recv_counts, "alltoall receive splits");
+    if (shm_only_ && size() > 1) {
+      shmAlltoallv(shmOp(call), in, send_counts, out, recv_counts, type);
+      return;
+    }
+    if (size() > 1) {
+      verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
+      // Each pair checks that what one sends is what the other expects before any data moves.
+      std::vector<uint64_t> sends(send_counts.begin(), send_counts.end());
+      std::vector<uint64_t> expected(static_cast<size_t>(size()));
+      for (int s = 1; s < size(); ++s) {
+        size_t to = static_cast<size_t>(world_.next(s)), from = static_cast<size_t>(world_.prev(s));
+        exchange(world_.to(static_cast<int>(to)), &sends[to], sizeof(uint64_t),
+                 world_.to(static_cast<int>(from)), &expected[from], sizeof(uint64_t), call.ctx);
+        if (expected[from] != recv_counts[from]) {
+          throw makeError(ErrorCode::kMismatch, "alltoall split mismatch: ", topology_.name(static_cast<int>(from)),
+                          " sends ", expected[from], " elements to ", topology_.name(rank()),
+                          ", which expects ", recv_counts[from]);
+        }
+      }
+    } else if (send_counts[0] != recv_counts[0]) {
+      throw makeError(ErrorCode::kMismatch, "alltoall on one rank sends ", send_counts[0],
+                      " elements but expects ", recv_counts[0]);
+    }
+    pairwiseAlltoallv(world_, in, send_counts, out, recv_counts, type, call.ctx);
+  });
+}
+
+void NativeCommunicator::reducescatter(const void* in, void* out, const std::vector<size_t>& counts,
+                                       DataType type, ReduceOp op, Scaling scaling) {
+  OpDescriptor d;
+  d.kind = CollectiveKind::kReducescatter;
+  d.type = type;
+  d.op = op;
+  d.prescale = scaling.prescale;
+  d.postscale = scaling.postscale;
+  d.counts_hash = hashCounts(counts);
+  for (size_t c : counts) d.count += c;
+  run(d, [&](const Call& call) {
+    validateCounts(counts, "reducescatter counts");
+    checkReducible(type, op);
+    double postscale = scaling.postscale * (op == ReduceOp::kAverage ? 1.0 / size() : 1.0);
+    const size_t elem = dataTypeSize(type);
+    if (size() == 1) {
+      copyScaled(out, in, counts[0], type, scaling.prescale);
+      if (postscale != 1.0) copyScaled(out, out, counts[0], type, postscale);
+      return;
+    }
+    if (shm_only_) {
+      shmReducescatter(shmOp(call), in, out, counts, type, op, scaling.prescale, postscale);
+      return;
+    }
+    verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
+    std::unique_ptr<char[]> work(new char[std::max<size_t>(1, d.count * elem)]);
+    copyScaled(work.get(), in, d.count, type, scaling.prescale);
+    ringReducescatter(world_, work.get(), counts, type, op, call.ctx);
+    size_t offset = 0;
+    for (int r = 0; r < rank(); ++r) offset += counts[static_cast<size_t>(r)];
+    copyScaled(out, work.get() + offset * elem, counts[static_cast<size_t>(rank())], type, postscale);
+  });
+}
+
+void NativeCommunicator::barrier() {
+  OpDescriptor d;
+  d.kind = CollectiveKind::kBarrier;
+  run(d, [&](const Call& call) {
+    if (size() == 1) return;
+    if (shm_only_) {
+      shmBarrier(shmOp(call));
+      return;
+    }
+    verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
+    disseminationBarrier(world_, call.ctx);
+  });
+}
+
+}  // namespace ronde

@@ -1,0 +1,92 @@
+// ronde's own Communicator: the shared-memory arena inside a host, a TCP mesh between hosts
+// (or everywhere when RONDE_TRANSPORT=tcp), and the choice of algorithm per call.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "collectives/collective_context.h"
+#include "collectives/op_descriptor.h"
+#include "collectives/shm_collectives.h"
+#include "comm/topology.h"
+#include "comm/work_queue.h"
+#include "ronde/communicator.h"
+#include "transport/shm/shm_arena.h"
+#include "transport/tcp/tcp_mesh.h"
+
+namespace ronde {
+
+class NativeCommunicator final : public Communicator {
+ public:
+  explicit NativeCommunicator(const CommOptions& options);
+  ~NativeCommunicator() override;
+
+  int rank() const override { return topology_.rank; }
+  int size() const override { return topology_.size; }
+  int localRank() const override { return topology_.localRank(); }
+  int localSize() const override { return topology_.localSize(); }
+  int crossRank() const override { return topology_.crossRank(); }
+  int crossSize() const override { return topology_.crossSize(); }
+  const std::string& host(int r) const override;
+
+  void allreduce(const void* in, void* out, size_t count, DataType type, ReduceOp op,
+                 Scaling scaling) override;
+  void allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
+                  DataType type) override;
+  void broadcast(void* buffer, size_t count, DataType type, int root) override;
+  void alltoallv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                 const std::vector<size_t>& recv_counts, DataType type) override;
+  void reducescatter(const void* in, void* out, const std::vector<size_t>& counts, DataType type,
+                     ReduceOp op, Scaling scaling) override;
+  void barrier() override;
+
+  void abort(const std::string& reason) override;
+  bool aborted() const override { return aborted_.load(); }
+  std::string transportName() const override;
+
+  // Keeps an object (e.g. the store server rank 0 runs) alive as long as the communicator.
+  void holdUntilDestroyed(std::shared_ptr<void> resource) { held_.push_back(std::move(resource)); }
+
+ protected:
+  std::shared_ptr<Work> enqueue(std::function<void()> fn) override { return queue_.submit(std::move(fn)); }
+
+ private:
+  struct Call {
+    OpDescriptor descriptor;
+    std::string what;
+    CollectiveContext ctx;
+  };
+  // Numbers the call, builds its context, and turns any failure into an abort of the whole
+  // communicator, so that every rank fails with the first rank's message instead of hanging.
+  template <typename Body>
+  void run(OpDescriptor descriptor, Body&& body);
+  [[noreturn]] void fail(const Error& error);
+  void checkUsable() const;
+  void validateCounts(const std::vector<size_t>& counts, const char* what) const;
+
+  ShmOp shmOp(const Call& call) const;
+  void hierarchicalAllreduce(const Call& call, const void* in, void* out, size_t count,
+                             DataType type, ReduceOp op, double prescale, double postscale);
+
+  CommOptions options_;
+  Topology topology_;
+  std::unique_ptr<ShmArena> arena_;   // ranks of this host, when shared memory is used
+  std::unique_ptr<TcpMesh> mesh_;     // every rank, when some traffic goes over TCP
+  LinkGroup world_;                   // all ranks over TCP
+  LinkGroup cross_;                   // same local rank on every host, over TCP
+  bool shm_only_ = false;             // one host, shared memory for everything
+  bool hierarchical_ = false;         // allreduce: shm inside hosts, ring across
+  uint64_t op_index_ = 0;
+
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mutex_;
+  ErrorCode abort_code_ = ErrorCode::kAborted;
+  std::string abort_reason_;
+
+  std::vector<std::shared_ptr<void>> held_;
+  WorkQueue queue_;  // last: drained before anything above is destroyed
+};
+
+}  // namespace ronde

@@ -1,0 +1,104 @@
+#include "transport/tcp/tcp_mesh.h"
+
+#include <sys/socket.h>
+
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "common/logging.h"
+#include "common/secret_handshake.h"
+#include "ronde/errors.h"
+#include "transport/tcp/socket_util.h"
+#include "transport/tcp/tcp_link.h"
+
+namespace ronde {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x524e4431;  // "RND1"
+
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+};
+
+}  // namespace
+
+std::unique_ptr<TcpMesh> TcpMesh::connect(Store& store, const Options& options, Deadline deadline) {
+  auto mesh = std::make_unique<TcpMesh>();
+  mesh->links_.resize(static_cast<size_t>(options.size));
+  const int expected_incoming = options.size - 1 - options.rank;  // every higher rank
+  int port = 0;
+  UniqueFd listener = listenTcp(options.listen_address, 0, options.size + 16, &port);
+  store.setString("tcp/" + std::to_string(options.rank), options.listen_address + ":" + std::to_string(port));
+
+  // Accept on a thread while this one connects out, so no rank waits on a chain of others.
+  std::exception_ptr accept_error;
+  std::vector<std::unique_ptr<Link>> incoming(static_cast<size_t>(options.size));
+  std::thread acceptor([&] {
+    try {
+      for (int accepted = 0; accepted < expected_incoming;) {
+        std::string peer_address;
+        UniqueFd fd = acceptTcp(listener.get(), deadline, &peer_address);
+        try {
+          authenticateConnection(fd.get(), options.secret, true, deadline.at(),
+                                 "connection from " + peer_address);
+          Hello hello{};
+          recvFully(fd.get(), &hello, sizeof(hello), deadline, peer_address);
+          if (hello.magic != kHelloMagic || hello.rank <= options.rank || hello.rank >= options.size ||
+              incoming[static_cast<size_t>(hello.rank)]) {
+            throw makeError(ErrorCode::kAuth, "unexpected greeting from ", peer_address);
+          }
+          const std::string& name = options.names[static_cast<size_t>(hello.rank)];
+          incoming[static_cast<size_t>(hello.rank)] = std::make_unique<TcpLink>(std::move(fd), hello.rank, name);
+          ++accepted;
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::kAuth) throw;
+          // A stranger without the secret: refuse it and keep waiting for the real peers.
+          log(LogLevel::kWarning, "refused a data connection: ", e.what());
+        }
+      }
+    } catch (...) {
+      accept_error = std::current_exception();
+    }
+  });
+
+  std::exception_ptr connect_error;
+  try {
+    for (int peer = 0; peer < options.rank; ++peer) {
+      std::string address = store.getString(
+          "tcp/" + std::to_string(peer),
+          std::chrono::duration_cast<Duration>(deadline.at() - Deadline::Clock::now()));
+      std::string host;
+      int peer_port = 0;
+      splitHostPort(address, &host, &peer_port);
+      const std::string& name = options.names[static_cast<size_t>(peer)];
+      UniqueFd fd = connectTcp(host, peer_port, deadline);
+      authenticateConnection(fd.get(), options.secret, false, deadline.at(), name);
+      Hello hello{kHelloMagic, options.rank};
+      sendFully(fd.get(), &hello, sizeof(hello), deadline, name);
+      mesh->links_[static_cast<size_t>(peer)] = std::make_unique<TcpLink>(std::move(fd), peer, name);
+    }
+  } catch (...) {
+    connect_error = std::current_exception();
+  }
+  if (connect_error) {
+    // Unblock the acceptor: it would otherwise wait for peers until the deadline.
+    ::shutdown(listener.get(), SHUT_RDWR);
+  }
+  acceptor.join();
+  if (connect_error) std::rethrow_exception(connect_error);
+  if (accept_error) std::rethrow_exception(accept_error);
+  for (int peer = options.rank + 1; peer < options.size; ++peer) {
+    mesh->links_[static_cast<size_t>(peer)] = std::move(incoming[static_cast<size_t>(peer)]);
+  }
+  return mesh;
+}
+
+void TcpMesh::closeAll() {
+  for (auto& link : links_) {
+    if (link) link->close();
+  }
+}
+
+}  // namespace ronde

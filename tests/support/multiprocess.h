@@ -1,0 +1,49 @@
+// Runs one test body in N real processes (forked from the test), joined by a Communicator
+// that meets through a TCP store served by the parent. Each child reports its failure text to
+// the parent, which fails the gtest with it, and kills the lot if they outlive the timeout.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ronde/communicator.h"
+
+namespace ronde::testing {
+
+struct RankSpec {
+  int size = 2;
+  TransportKind transport = TransportKind::kAuto;
+  // hosts[r]: forced host identity of rank r; empty: all on one host.
+  std::vector<std::string> hosts;
+  int timeout_seconds = 120;               // the whole run, enforced by the parent
+  int collective_timeout_ms = 60000;       // CommOptions::timeout in the children
+  int64_t shm_chunk_bytes = 0;             // 0: default
+  int64_t small_allreduce_bytes = -1;      // -1: default
+  std::string secret;
+};
+
+struct ChildOutcome {
+  int rank = 0;
+  int exit_code = 0;     // -1 when killed by a signal
+  int signal = 0;
+  std::string message;   // what the child reported (failure text)
+};
+
+// Body runs in each child; returning means success, throwing or failing an EXPECT means
+// failure. The communicator is built before the body runs.
+using RankBody = std::function<void(Communicator& comm)>;
+
+// Runs and returns each child's outcome (no gtest assertions made).
+std::vector<ChildOutcome> runRanksRaw(const RankSpec& spec, const RankBody& body);
+
+// Runs and adds a gtest failure for every child that did not succeed.
+void runRanks(const RankSpec& spec, const RankBody& body);
+
+// In a child: report a failure message (gtest EXPECTs in children are not seen by the parent).
+void reportFailure(const std::string& message);
+
+std::string transportLabel(TransportKind kind);
+
+}  // namespace ronde::testing
