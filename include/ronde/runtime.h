@@ -1,0 +1,145 @@
+// The runtime: named, asynchronous collective requests from any thread, negotiated across
+// ranks, fused, and executed by one background thread in the same order on every rank.
+//
+// A frontend (LibTorch, PyTorch) hands the runtime Tensors, and gets a Handle back at once.
+// The background thread gathers ready requests every cycle; the coordinator (rank 0 of the
+// process set) decides which are ready on every rank and broadcasts one ordered list, so ranks
+// may submit in any order. Shapes, dtypes, ops, roots, scale factors and devices are checked
+// across ranks: a mismatch fails that request on every rank with a message naming the tensor,
+// the ranks and the values. Ready requests of the same kind, dtype, op and scaling are packed
+// into one fusion buffer (RONDE_FUSION_THRESHOLD) and reduced with one collective.
+//
+// Threads: every method may be called from any thread unless it says otherwise. The runtime
+// owns its background thread; shutdown() (or the destructor) fails requests still pending with
+// Error(kAborted) and joins it. A lost peer fails all pending handles, after which the runtime
+// must be shut down; init can then run again in the same process, with a different world too.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ronde/communicator.h"
+#include "ronde/errors.h"
+#include "ronde/settings.h"
+#include "ronde/types.h"
+
+namespace ronde {
+
+// Where a tensor's memory lives. Host now; CUDA tensors are staged or go to NCCL later.
+struct Device {
+  enum class Kind : uint8_t { kCpu, kCuda } kind = Kind::kCpu;
+  int index = -1;
+  bool operator==(const Device&) const = default;
+};
+
+// The runtime's view of a framework tensor (contiguous). The frontend implements it; the
+// runtime keeps the shared_ptr until the request completes, so the memory stays valid.
+class Tensor {
+ public:
+  virtual ~Tensor() = default;
+  virtual DataType dtype() const = 0;
+  virtual std::vector<int64_t> shape() const = 0;
+  virtual Device device() const = 0;
+  virtual void* data() = 0;
+  size_t numel() const;
+  size_t bytes() const;
+};
+
+// A plain host tensor owning its memory: for the C++ API, tests and benchmarks.
+class HostTensor : public Tensor {
+ public:
+  HostTensor(DataType type, std::vector<int64_t> shape);
+  DataType dtype() const override { return type_; }
+  std::vector<int64_t> shape() const override { return shape_; }
+  Device device() const override { return {}; }
+  void* data() override { return storage_.data(); }
+  template <typename T>
+  T* as() { return reinterpret_cast<T*>(storage_.data()); }
+
+ private:
+  DataType type_;
+  std::vector<int64_t> shape_;
+  std::vector<unsigned char> storage_;
+};
+
+// Creates an output tensor once its shape is known (after negotiation, for allgather and
+// alltoall, whose output size depends on the other ranks).
+using OutputAllocator = std::function<std::shared_ptr<Tensor>(const std::vector<int64_t>& shape)>;
+
+enum class RequestKind : uint8_t {
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kAlltoall,
+  kReducescatter,
+  kBarrier,
+  kJoin,
+};
+
+struct Request {
+  RequestKind kind = RequestKind::kAllreduce;
+  std::string name;                // unique among in-flight requests of the process set
+  std::shared_ptr<Tensor> input;   // null for barrier and join
+  std::shared_ptr<Tensor> output;  // may be the input (in place); null: use allocate_output
+  OutputAllocator allocate_output; // allgather, alltoall, reducescatter when output is null
+  ReduceOp op = ReduceOp::kSum;
+  Scaling scaling;
+  int root = 0;                    // broadcast
+  std::vector<int64_t> splits;     // alltoall: first-dimension rows sent to each rank
+  int process_set = 0;             // 0: all ranks
+};
+
+// The outcome of one request. wait() rethrows the request's error on this thread.
+class Handle {
+ public:
+  virtual ~Handle() = default;
+  virtual bool poll() = 0;
+  virtual void wait(Duration timeout = Duration::max()) = 0;
+  // After completion: the output tensor (allocated by the runtime when the request had none).
+  virtual std::shared_ptr<Tensor> output() = 0;
+  // Alltoall: rows received from each rank. Join: {last rank to join}.
+  virtual std::vector<int64_t> result() = 0;
+};
+
+class Runtime {
+ public:
+  // Joins the job described by the environment (`ronde run`, mpirun, srun, RONDE_*).
+  static std::unique_ptr<Runtime> init();
+  // Joins with explicit settings over an existing communicator (tests, embedding).
+  static std::unique_ptr<Runtime> init(const Settings& settings, std::unique_ptr<Communicator> comm);
+  virtual ~Runtime() = default;
+
+  virtual void shutdown() = 0;
+  virtual bool isInitialized() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int localRank() const = 0;
+  virtual int localSize() const = 0;
+  virtual int crossRank() const = 0;
+  virtual int crossSize() const = 0;
+
+  // Throws Error(kInvalidArgument) at once for a bad request or a name still in flight.
+  virtual std::shared_ptr<Handle> enqueue(Request request) = 0;
+  // Negotiated and fused as one: all complete in the same cycle.
+  virtual std::vector<std::shared_ptr<Handle>> enqueueGroup(std::vector<Request> requests) = 0;
+
+  // Process sets: collectives over a subset of ranks. Called by all ranks together; returns
+  // the id to put in Request::process_set.
+  virtual int addProcessSet(std::vector<int> ranks) = 0;
+  virtual void removeProcessSet(int id) = 0;
+
+  virtual void startTimeline(const std::string& path, bool mark_cycles) = 0;
+  virtual void stopTimeline() = 0;
+
+  // Knobs a tuner may change while running.
+  virtual void setFusionThreshold(int64_t bytes) = 0;
+  virtual void setCycleTime(double milliseconds) = 0;
+
+  // The communicator the runtime executes on (for frontends that need raw collectives).
+  virtual Communicator& communicator() = 0;
+};
+
+}  // namespace ronde
