@@ -172,7 +172,8 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
                   "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)")
       ->check(CLI::NonNegativeNumber);
   run->add_flag("--verbose", options->verbose, "Tell where each rank runs and how it exits");
-  run->add_flag("--disable-cache,--gloo", "Accepted for horovodrun compatibility; no effect")
+  run->add_flag("--disable-cache,--gloo")
+      ->description("Accepted for horovodrun compatibility; no effect")
       ->group("");
   run->add_flag_callback(
       "--tcp", [options] { setVariable(&options->settings, "RONDE_TRANSPORT", "tcp"); },
@@ -184,7 +185,7 @@ int takesValue(const std::string& name, void* context) {
   auto* run = static_cast<CLI::App*>(context);
   const CLI::Option* option = run->get_option_no_throw(name);
   if (option == nullptr) return -1;
-  return option->get_type_size() == 0 ? 0 : 1;
+  return option->get_items_expected_min() > 0 ? 1 : 0;
 }
 
 std::vector<const char*> pointers(const std::vector<std::string>& args) {

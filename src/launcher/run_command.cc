@@ -125,9 +125,9 @@ StoreAddresses chooseStoreAddresses(const std::vector<std::string>& hosts,
 
 // Checks every remote host over ssh, all at once; reports each one that fails.
 bool checkRemoteHosts(const std::vector<std::string>& remote_hosts, const SshOptions& ssh,
-                      const SignalWatcher& signals, std::map<std::string, std::string>* seen_as) {
+                      SignalWatcher& signals, std::map<std::string, std::string>* seen_as) {
   bool all_reachable = true;
-  for (const SshProbeResult& result : probeHosts(remote_hosts, ssh, signals.fd())) {
+  for (const SshProbeResult& result : probeHosts(remote_hosts, ssh, signals)) {
     if (result.reachable) {
       (*seen_as)[result.host] = result.client_address;
       continue;

@@ -100,7 +100,7 @@ std::string remoteWorkerCommand(const std::string& directory, const EnvList& env
 std::string remoteStdinPreamble(const std::string& secret) { return secret + "\n"; }
 
 std::vector<SshProbeResult> probeHosts(const std::vector<std::string>& hosts,
-                                       const SshOptions& options, int interrupt_fd) {
+                                       const SshOptions& options, SignalWatcher& signals) {
   struct Probe {
     SshProbeResult result;
     std::unique_ptr<ChildProcess> child;
@@ -139,14 +139,16 @@ std::vector<SshProbeResult> probeHosts(const std::vector<std::string>& hosts,
       }
     }
     if (fds.empty()) break;
-    if (interrupt_fd >= 0) fds.push_back({interrupt_fd, POLLIN, 0});
+    fds.push_back({signals.fd(), POLLIN, 0});
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
     if (ready < 0 && errno == EINTR) continue;
-    if (interrupt_fd >= 0 && (fds.back().revents & POLLIN) != 0) {
-      throw Error(ErrorCode::kAborted, "interrupted while checking hosts");
+    if ((fds.back().revents & POLLIN) != 0) {
+      for (int sig : signals.drain()) {
+        if (sig != SIGCHLD) throw Error(ErrorCode::kAborted, "interrupted while checking hosts");
+      }
     }
     for (size_t i = 0; i < owners.size(); ++i) {
       if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;

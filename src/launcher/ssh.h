@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/signal_watcher.h"
 #include "launcher/worker_env.h"
 
 namespace ronde::launcher {
@@ -44,8 +45,8 @@ struct SshProbeResult {
 };
 
 // Runs `ssh host` on every host at once and waits for all (at most the connect timeout plus
-// a little). `interrupt_fd`, when >= 0, aborts the wait once it becomes readable.
+// a little). SIGINT, SIGTERM or SIGHUP on `signals` abort the wait with Error(kAborted).
 std::vector<SshProbeResult> probeHosts(const std::vector<std::string>& hosts,
-                                       const SshOptions& options, int interrupt_fd);
+                                       const SshOptions& options, SignalWatcher& signals);
 
 }  // namespace ronde::launcher
