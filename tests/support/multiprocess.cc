@@ -17,8 +17,11 @@ namespace {
 
 // The write end of the pipe to the parent, in a child only.
 int g_report_fd = -1;
+int g_store_port = -1;
 
 }  // namespace
+
+int rendezvousPort() { return g_store_port; }
 
 void reportFailure(const std::string& message) {
   if (g_report_fd < 0) {
@@ -44,6 +47,7 @@ std::vector<ChildOutcome> runRanksRaw(const RankSpec& spec, const RankBody& body
     if (pid == 0) {
       ::close(fds[0]);
       g_report_fd = fds[1];
+      g_store_port = port;
       int code = 0;
       try {
         CommOptions options;

@@ -41,6 +41,9 @@ std::vector<ChildOutcome> runRanksRaw(const RankSpec& spec, const RankBody& body
 // Runs and adds a gtest failure for every child that did not succeed.
 void runRanks(const RankSpec& spec, const RankBody& body);
 
+// In a child: the port of the parent's store server (the child inherits its listening socket).
+int rendezvousPort();
+
 // In a child: report a failure message (gtest EXPECTs in children are not seen by the parent).
 void reportFailure(const std::string& message);
 
