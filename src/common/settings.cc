@@ -1,0 +1,256 @@
+// The table below is the one list of ronde's settings: reading, validation and the printed
+// documentation all come from it, and the defaults from the member initialisers in
+// settings.h. A variable that is unset or empty counts as absent.
+#include "ronde/settings.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+#include <variant>
+
+#include "ronde/errors.h"
+
+namespace ronde {
+namespace {
+
+using Member = std::variant<int Settings::*, int64_t Settings::*, double Settings::*,
+                            bool Settings::*, std::string Settings::*, TransportKind Settings::*,
+                            LogLevel Settings::*>;
+
+struct Field {
+  const char* name;  // without the RONDE_ / HOROVOD_ prefix
+  Member member;
+  const char* expected;  // numbers: what a valid value is, as error messages say it
+  const char* help;
+};
+
+constexpr const char* kRank = "a rank (an integer >= 0)";
+constexpr const char* kCount = "an integer count >= 0";
+constexpr const char* kBytes = "an integer number of bytes";
+constexpr const char* kSeconds = "a number of seconds >= 0";
+constexpr const char* kMilliseconds = "a number of milliseconds >= 0";
+
+const Field kFields[] = {
+    {"RANK", &Settings::rank, kRank, "This worker's rank in the job, 0 <= RANK < SIZE."},
+    {"SIZE", &Settings::size, kCount, "Number of workers in the job."},
+    {"LOCAL_RANK", &Settings::local_rank, kRank, "This worker's rank among those on its host."},
+    {"LOCAL_SIZE", &Settings::local_size, kCount, "Number of workers on this host."},
+    {"CROSS_RANK", &Settings::cross_rank, kRank,
+     "Index of this host among the hosts (the rank among workers of the same local rank)."},
+    {"CROSS_SIZE", &Settings::cross_size, kCount, "Number of hosts."},
+    {"STORE_ADDRESS", &Settings::store_address, nullptr,
+     "host:port of the TCP key-value store the ranks meet through."},
+    {"STORE_DIRECTORY", &Settings::store_directory, nullptr,
+     "Shared directory used as the key-value store instead of STORE_ADDRESS."},
+    {"SECRET", &Settings::secret, nullptr,
+     "Job secret; connections that cannot prove they know it are refused."},
+    {"HOSTNAME", &Settings::hostname, nullptr,
+     "Host identity used to group ranks; forcing different values simulates several hosts."},
+    {"INTERFACE", &Settings::interface, nullptr,
+     "Network interface name or address the data plane binds to (empty: the store's route)."},
+    {"TRANSPORT", &Settings::transport, nullptr,
+     "Data plane: auto (shared memory within a host, TCP across), shm, or tcp."},
+    {"TIMEOUT_SECONDS", &Settings::timeout_seconds, kSeconds,
+     "Longest wait inside a collective before it fails with a timeout."},
+    {"START_TIMEOUT", &Settings::start_timeout_seconds, kSeconds,
+     "Longest wait for all ranks to meet at start-up."},
+    {"LOG_LEVEL", &Settings::log_level, nullptr,
+     "Least severe message logged: trace, debug, info, warning, error or fatal."},
+    {"SMALL_ALLREDUCE_BYTES", &Settings::small_allreduce_bytes, kBytes,
+     "Allreduces of at most this many bytes use the latency-optimal algorithm."},
+    {"SHM_CHUNK_BYTES", &Settings::shm_chunk_bytes, kBytes,
+     "Per-rank pipeline chunk in shared memory."},
+    {"TCP_CHUNK_BYTES", &Settings::tcp_chunk_bytes, kBytes, "Pipeline chunk on TCP links."},
+    {"HIERARCHICAL_ALLREDUCE", &Settings::hierarchical_allreduce, nullptr,
+     "Across hosts, reduce in shared memory within each host and ring across hosts."},
+    {"FUSION_THRESHOLD", &Settings::fusion_threshold_bytes, kBytes,
+     "Largest fusion buffer: small tensors are batched into one collective up to this size."},
+    {"CYCLE_TIME", &Settings::cycle_time_ms, kMilliseconds,
+     "Time between negotiation cycles of the background thread."},
+    {"CACHE_CAPACITY", &Settings::cache_capacity, kCount,
+     "Number of tensor descriptions remembered so repeated collectives skip negotiation."},
+    {"TIMELINE", &Settings::timeline_path, nullptr,
+     "Path of a Chrome-trace timeline file to write (empty: no timeline)."},
+    {"TIMELINE_MARK_CYCLES", &Settings::timeline_mark_cycles, nullptr,
+     "Mark each negotiation cycle in the timeline."},
+    {"STALL_CHECK_TIME_SECONDS", &Settings::stall_check_seconds, kSeconds,
+     "Warn when some ranks have waited this long for others to submit a tensor."},
+    {"STALL_SHUTDOWN_TIME_SECONDS", &Settings::stall_shutdown_seconds, kSeconds,
+     "Abort the job after a stall this long (0: never)."},
+    {"STALL_CHECK_DISABLE", &Settings::stall_check_disable, nullptr,
+     "Turn the stall inspector off."},
+    {"AUTOTUNE", &Settings::autotune, nullptr,
+     "Tune the fusion threshold and cycle time while training."},
+    {"AUTOTUNE_LOG", &Settings::autotune_log, nullptr,
+     "CSV file recording each autotuning sample (empty: none)."},
+};
+
+std::string trim(const std::string& value) {
+  const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  auto begin = std::find_if_not(value.begin(), value.end(), space);
+  auto end = std::find_if_not(value.rbegin(), value.rend(), space).base();
+  return begin < end ? std::string(begin, end) : std::string();
+}
+
+std::string lower(std::string value) {
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return value;
+}
+
+// A value read from one variable; `variable` is the full name actually read.
+struct Source {
+  std::string variable;
+  std::string value;
+};
+
+[[noreturn]] void malformed(const Source& source, const std::string& expected) {
+  throw makeError(ErrorCode::kConfig, source.variable, "='", source.value, "' is not ", expected);
+}
+
+template <class Int>
+Int parseInteger(const Source& source, const char* expected) {
+  const std::string text = trim(source.value);
+  Int parsed{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+  if (error != std::errc() || end != text.data() + text.size() || parsed < 0) {
+    malformed(source, expected);
+  }
+  return parsed;
+}
+
+double parseReal(const Source& source, const char* expected) {
+  const std::string text = trim(source.value);
+  double parsed = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(parsed) ||
+      parsed < 0) {
+    malformed(source, expected);
+  }
+  return parsed;
+}
+
+bool parseBool(const Source& source) {
+  const std::string text = lower(trim(source.value));
+  if (text == "1" || text == "true" || text == "yes" || text == "on") return true;
+  if (text == "0" || text == "false" || text == "no" || text == "off") return false;
+  malformed(source, "a boolean (1/0, true/false, yes/no, on/off)");
+}
+
+TransportKind parseTransport(const Source& source) {
+  const std::string text = lower(trim(source.value));
+  for (TransportKind kind : {TransportKind::kAuto, TransportKind::kShm, TransportKind::kTcp}) {
+    if (text == transportKindName(kind)) return kind;
+  }
+  malformed(source, "a transport (auto, shm or tcp)");
+}
+
+const char* logLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace: return "trace";
+    case LogLevel::kDebug: return "debug";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kWarning: return "warning";
+    case LogLevel::kError: return "error";
+    case LogLevel::kFatal: return "fatal";
+  }
+  return "unknown";
+}
+
+LogLevel parseLogLevel(const Source& source) {
+  const std::string text = lower(trim(source.value));
+  for (LogLevel level : {LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning,
+                         LogLevel::kError, LogLevel::kFatal}) {
+    if (text == logLevelName(level)) return level;
+  }
+  malformed(source, "a log level (trace, debug, info, warning, error or fatal)");
+}
+
+void apply(const Field& field, const Source& source, Settings& settings) {
+  std::visit(
+      [&](auto member) {
+        using Value = std::remove_reference_t<decltype(settings.*member)>;
+        Value& target = settings.*member;
+        if constexpr (std::is_same_v<Value, int> || std::is_same_v<Value, int64_t>) {
+          target = parseInteger<Value>(source, field.expected);
+        } else if constexpr (std::is_same_v<Value, double>) {
+          target = parseReal(source, field.expected);
+        } else if constexpr (std::is_same_v<Value, bool>) {
+          target = parseBool(source);
+        } else if constexpr (std::is_same_v<Value, TransportKind>) {
+          target = parseTransport(source);
+        } else if constexpr (std::is_same_v<Value, LogLevel>) {
+          target = parseLogLevel(source);
+        } else {
+          target = source.value;
+        }
+      },
+      field.member);
+}
+
+std::string format(const Field& field, const Settings& settings) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        const auto& value = settings.*member;
+        using Value = std::remove_cvref_t<decltype(value)>;
+        if constexpr (std::is_same_v<Value, bool>) {
+          return value ? "true" : "false";
+        } else if constexpr (std::is_same_v<Value, TransportKind>) {
+          return transportKindName(value);
+        } else if constexpr (std::is_same_v<Value, LogLevel>) {
+          return logLevelName(value);
+        } else if constexpr (std::is_same_v<Value, std::string>) {
+          return value;
+        } else {
+          std::ostringstream out;
+          out << value;
+          return out.str();
+        }
+      },
+      field.member);
+}
+
+}  // namespace
+
+Settings Settings::fromLookup(const std::function<const char*(const std::string&)>& lookup) {
+  Settings settings;
+  for (const Field& field : kFields) {
+    for (const char* prefix : {"RONDE_", "HOROVOD_"}) {
+      std::string variable = std::string(prefix) + field.name;
+      const char* value = lookup(variable);
+      if (value == nullptr || *value == '\0') continue;
+      apply(field, Source{std::move(variable), value}, settings);
+      break;
+    }
+  }
+  return settings;
+}
+
+Settings Settings::fromEnvironment() {
+  return fromLookup([](const std::string& name) { return std::getenv(name.c_str()); });
+}
+
+std::vector<Settings::Doc> Settings::documentation() {
+  const Settings defaults;
+  std::vector<Doc> docs;
+  for (const Field& field : kFields) {
+    std::string help = field.help;
+    if (field.expected != nullptr) help += std::string(" Value: ") + field.expected + ".";
+    docs.push_back(Doc{field.name, std::move(help), format(field, defaults)});
+  }
+  return docs;
+}
+
+const char* transportKindName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kAuto: return "auto";
+    case TransportKind::kShm: return "shm";
+    case TransportKind::kTcp: return "tcp";
+  }
+  return "unknown";
+}
+
+}  // namespace ronde

@@ -1,0 +1,188 @@
+#include "ronde/settings.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "ronde/errors.h"
+
+namespace ronde {
+namespace {
+
+Settings read(const std::map<std::string, std::string>& env) {
+  return Settings::fromLookup([&](const std::string& name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+// The message of the Error(kConfig) that reading `env` throws, or "" when none is thrown.
+std::string configError(const std::map<std::string, std::string>& env) {
+  try {
+    read(env);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConfig) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SettingsTest, DefaultsWhenNothingIsSet) {
+  const Settings s = read({});
+  const Settings defaults;
+  EXPECT_EQ(s.rank, -1);
+  EXPECT_EQ(s.size, -1);
+  EXPECT_EQ(s.transport, TransportKind::kAuto);
+  EXPECT_EQ(s.log_level, LogLevel::kWarning);
+  EXPECT_EQ(s.fusion_threshold_bytes, defaults.fusion_threshold_bytes);
+  EXPECT_EQ(s.cycle_time_ms, defaults.cycle_time_ms);
+  EXPECT_EQ(s.hierarchical_allreduce, defaults.hierarchical_allreduce);
+  EXPECT_EQ(s.timeout_seconds, defaults.timeout_seconds);
+  EXPECT_TRUE(s.store_address.empty());
+}
+
+TEST(SettingsTest, ReadsEveryKind) {
+  const Settings s = read({{"RONDE_RANK", "3"},
+                           {"RONDE_SIZE", "8"},
+                           {"RONDE_LOCAL_RANK", "1"},
+                           {"RONDE_LOCAL_SIZE", "2"},
+                           {"RONDE_CROSS_RANK", "1"},
+                           {"RONDE_CROSS_SIZE", "4"},
+                           {"RONDE_STORE_ADDRESS", "10.0.0.1:2222"},
+                           {"RONDE_SECRET", "s3cret"},
+                           {"RONDE_TRANSPORT", "TCP"},
+                           {"RONDE_TIMEOUT_SECONDS", "12.5"},
+                           {"RONDE_START_TIMEOUT", "30"},
+                           {"RONDE_LOG_LEVEL", "Debug"},
+                           {"RONDE_FUSION_THRESHOLD", "1048576"},
+                           {"RONDE_CYCLE_TIME", "0.5"},
+                           {"RONDE_CACHE_CAPACITY", "0"},
+                           {"RONDE_HIERARCHICAL_ALLREDUCE", "off"},
+                           {"RONDE_TIMELINE_MARK_CYCLES", "yes"},
+                           {"RONDE_STALL_CHECK_DISABLE", "TRUE"},
+                           {"RONDE_AUTOTUNE", "1"},
+                           {"RONDE_TIMELINE", "/tmp/t.json"}});
+  EXPECT_EQ(s.rank, 3);
+  EXPECT_EQ(s.size, 8);
+  EXPECT_EQ(s.local_rank, 1);
+  EXPECT_EQ(s.local_size, 2);
+  EXPECT_EQ(s.cross_rank, 1);
+  EXPECT_EQ(s.cross_size, 4);
+  EXPECT_EQ(s.store_address, "10.0.0.1:2222");
+  EXPECT_EQ(s.secret, "s3cret");
+  EXPECT_EQ(s.transport, TransportKind::kTcp);
+  EXPECT_DOUBLE_EQ(s.timeout_seconds, 12.5);
+  EXPECT_DOUBLE_EQ(s.start_timeout_seconds, 30);
+  EXPECT_EQ(s.log_level, LogLevel::kDebug);
+  EXPECT_EQ(s.fusion_threshold_bytes, 1048576);
+  EXPECT_DOUBLE_EQ(s.cycle_time_ms, 0.5);
+  EXPECT_EQ(s.cache_capacity, 0);
+  EXPECT_FALSE(s.hierarchical_allreduce);
+  EXPECT_TRUE(s.timeline_mark_cycles);
+  EXPECT_TRUE(s.stall_check_disable);
+  EXPECT_TRUE(s.autotune);
+  EXPECT_EQ(s.timeline_path, "/tmp/t.json");
+}
+
+TEST(SettingsTest, RondeNameWinsOverHorovodName) {
+  const Settings s = read({{"RONDE_FUSION_THRESHOLD", "100"},
+                           {"HOROVOD_FUSION_THRESHOLD", "200"},
+                           {"RONDE_RANK", "1"},
+                           {"HOROVOD_RANK", "abc"}});  // never read, so never an error
+  EXPECT_EQ(s.fusion_threshold_bytes, 100);
+  EXPECT_EQ(s.rank, 1);
+}
+
+TEST(SettingsTest, HorovodNameAlone) {
+  const Settings s = read({{"HOROVOD_FUSION_THRESHOLD", "200"},
+                           {"HOROVOD_CYCLE_TIME", "5"},
+                           {"HOROVOD_START_TIMEOUT", "90"},
+                           {"HOROVOD_LOG_LEVEL", "error"},
+                           {"HOROVOD_TIMELINE", "tl.json"},
+                           {"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"}});
+  EXPECT_EQ(s.fusion_threshold_bytes, 200);
+  EXPECT_DOUBLE_EQ(s.cycle_time_ms, 5);
+  EXPECT_DOUBLE_EQ(s.start_timeout_seconds, 90);
+  EXPECT_EQ(s.log_level, LogLevel::kError);
+  EXPECT_EQ(s.timeline_path, "tl.json");
+  EXPECT_FALSE(s.hierarchical_allreduce);
+}
+
+TEST(SettingsTest, EmptyValueCountsAsUnset) {
+  const Settings s = read({{"RONDE_FUSION_THRESHOLD", ""}, {"HOROVOD_FUSION_THRESHOLD", "7"}});
+  EXPECT_EQ(s.fusion_threshold_bytes, 7);
+}
+
+TEST(SettingsTest, MalformedValuesNameTheVariableRead) {
+  EXPECT_EQ(configError({{"RONDE_FUSION_THRESHOLD", "abc"}}),
+            "RONDE_FUSION_THRESHOLD='abc' is not an integer number of bytes");
+  EXPECT_EQ(configError({{"HOROVOD_FUSION_THRESHOLD", "12MB"}}),
+            "HOROVOD_FUSION_THRESHOLD='12MB' is not an integer number of bytes");
+  const std::map<std::string, std::string> bad[] = {
+      {{"RONDE_RANK", "x"}},
+      {{"RONDE_SIZE", "-2"}},
+      {{"RONDE_RANK", "99999999999"}},  // out of int range
+      {{"HOROVOD_TIMEOUT_SECONDS", "-1"}},
+      {{"RONDE_START_TIMEOUT", "soon"}},
+      {{"RONDE_CYCLE_TIME", "nan"}},
+      {{"RONDE_SHM_CHUNK_BYTES", "-4096"}},
+      {{"RONDE_HIERARCHICAL_ALLREDUCE", "maybe"}},
+      {{"HOROVOD_AUTOTUNE", "2"}},
+      {{"RONDE_TRANSPORT", "rdma"}},
+      {{"HOROVOD_LOG_LEVEL", "loud"}},
+      {{"RONDE_CACHE_CAPACITY", "1.5"}},
+  };
+  for (const auto& env : bad) {
+    const std::string& variable = env.begin()->first;
+    const std::string message = configError(env);
+    EXPECT_EQ(message.rfind(variable + "='" + env.begin()->second + "' is not ", 0), 0u)
+        << variable << ": '" << message << "'";
+  }
+}
+
+TEST(SettingsTest, DocumentationListsEveryFieldOnce) {
+  const auto docs = Settings::documentation();
+  std::set<std::string> names;
+  for (const auto& doc : docs) {
+    EXPECT_TRUE(names.insert(doc.name).second) << doc.name;
+    EXPECT_FALSE(doc.help.empty()) << doc.name;
+  }
+  for (const char* name : {"RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE",
+                           "STORE_ADDRESS", "STORE_DIRECTORY", "SECRET", "HOSTNAME", "INTERFACE",
+                           "TRANSPORT", "TIMEOUT_SECONDS", "START_TIMEOUT", "LOG_LEVEL",
+                           "SMALL_ALLREDUCE_BYTES", "SHM_CHUNK_BYTES", "TCP_CHUNK_BYTES",
+                           "HIERARCHICAL_ALLREDUCE", "FUSION_THRESHOLD", "CYCLE_TIME",
+                           "CACHE_CAPACITY", "TIMELINE", "TIMELINE_MARK_CYCLES",
+                           "STALL_CHECK_TIME_SECONDS", "STALL_SHUTDOWN_TIME_SECONDS",
+                           "STALL_CHECK_DISABLE", "AUTOTUNE", "AUTOTUNE_LOG"}) {
+    EXPECT_EQ(names.count(name), 1u) << name;
+  }
+  for (const auto& doc : docs) {
+    if (doc.name == "FUSION_THRESHOLD") {
+      EXPECT_EQ(doc.default_value, "134217728");
+    }
+    if (doc.name == "TRANSPORT") {
+      EXPECT_EQ(doc.default_value, "auto");
+    }
+    if (doc.name == "LOG_LEVEL") {
+      EXPECT_EQ(doc.default_value, "warning");
+    }
+  }
+}
+
+TEST(SettingsTest, TransportNames) {
+  EXPECT_STREQ(transportKindName(TransportKind::kAuto), "auto");
+  EXPECT_STREQ(transportKindName(TransportKind::kShm), "shm");
+  EXPECT_STREQ(transportKindName(TransportKind::kTcp), "tcp");
+}
+
+TEST(SettingsTest, FromEnvironment) {
+  ::setenv("RONDE_SMALL_ALLREDUCE_BYTES", "4096", 1);
+  EXPECT_EQ(Settings::fromEnvironment().small_allreduce_bytes, 4096);
+  ::unsetenv("RONDE_SMALL_ALLREDUCE_BYTES");
+}
+
+}  // namespace
+}  // namespace ronde
