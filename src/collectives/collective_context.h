@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,9 @@ struct CollectiveContext {
   Deadline deadline = Deadline::never();
   const std::atomic<bool>* aborted = nullptr;  // set by Communicator::abort from any thread
   size_t chunk_bytes = 512 * 1024;
-  std::string what;  // "allreduce #7 (1024 x float32)", used in error messages
+  // "allreduce #7 (1024 x float32) on rank 0 (host a)", built only when an error needs it.
+  std::function<std::string()> describe;
+  std::string what() const { return describe ? describe() : std::string("a collective"); }
 };
 
 // One link that a blocked algorithm waits on, for reading and/or writing.

@@ -18,20 +18,20 @@ void waitForLinks(const LinkInterest* interests, int count, const CollectiveCont
   }
   for (;;) {
     if (ctx.aborted && ctx.aborted->load(std::memory_order_relaxed)) {
-      throw makeError(ErrorCode::kAborted, ctx.what, " was aborted");
+      throw makeError(ErrorCode::kAborted, ctx.what(), " was aborted");
     }
     // Wake at least every 100 ms so that an abort from another thread is noticed.
     int rc = ::poll(fds, static_cast<nfds_t>(count), ctx.deadline.pollMillis(100));
     if (rc > 0) return;  // errors and hang-ups surface in the next send/recv
     if (rc < 0 && errno != EINTR) {
-      throw makeError(ErrorCode::kIo, "poll in ", ctx.what, ": ", std::strerror(errno));
+      throw makeError(ErrorCode::kIo, "poll in ", ctx.what(), ": ", std::strerror(errno));
     }
     if (ctx.deadline.expired()) {
       std::string peers;
       for (int i = 0; i < count; ++i) {
         peers += (i ? ", " : "") + interests[i].link->peerName();
       }
-      throw makeError(ErrorCode::kTimeout, ctx.what, " timed out waiting for ", peers,
+      throw makeError(ErrorCode::kTimeout, ctx.what(), " timed out waiting for ", peers,
                       " (is that rank still calling the same collectives?)");
     }
   }

@@ -180,11 +180,11 @@ void NativeCommunicator::run(OpDescriptor descriptor, Body&& body) {
   descriptor.op_index = ++op_index_;
   Call call;
   call.descriptor = descriptor;
-  call.what = describeOp(descriptor) + " on " + topology_.name(rank());
   call.ctx.deadline = Deadline::after(options_.timeout);
   call.ctx.aborted = &aborted_;
   call.ctx.chunk_bytes = static_cast<size_t>(options_.tcp_chunk_bytes);
-  call.ctx.what = call.what;
+  // Describing the call costs more than a small shared-memory allreduce: only on error.
+  call.ctx.describe = [this, d = &call.descriptor] { return describeOp(*d) + " on " + topology_.name(rank()); };
   try {
     body(call);
   } catch (const Error& e) {
@@ -198,7 +198,7 @@ ShmOp NativeCommunicator::shmOp(const Call& call) const {
   op.arena = arena_.get();
   op.wait.deadline = call.ctx.deadline;
   op.wait.aborted = &aborted_;
-  op.wait.what = &call.what;
+  op.wait.describe = call.ctx.describe;
   op.descriptor = call.descriptor;
   op.single_step_bytes = static_cast<size_t>(options_.small_allreduce_bytes);
   return op;

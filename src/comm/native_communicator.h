@@ -55,7 +55,6 @@ class NativeCommunicator final : public Communicator {
  private:
   struct Call {
     OpDescriptor descriptor;
-    std::string what;
     CollectiveContext ctx;
   };
   // Numbers the call, builds its context, and turns any failure into an abort of the whole

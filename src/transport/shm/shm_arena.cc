@@ -213,7 +213,7 @@ void ShmArena::waitAll(bool reduced, uint64_t step, const ShmWait& wait) const {
 }
 
 void ShmArena::checkPeers(const ShmWait& wait, int waiting_for, bool reduced, uint64_t step) const {
-  const std::string what = wait.what ? *wait.what : std::string("a shared-memory collective");
+  const std::string what = wait.describe ? wait.describe() : std::string("a shared-memory collective");
   for (int i = 0; i < local_size_; ++i) {
     if (state(i).aborted.load(std::memory_order_acquire) != 0) {
       std::string reason(header_->abort_reason, strnlen(header_->abort_reason, kReasonBytes));

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,7 +31,7 @@ constexpr size_t kDescriptorBytes = 64;
 struct ShmWait {
   Deadline deadline = Deadline::never();
   const std::atomic<bool>* aborted = nullptr;  // this process's abort flag
-  const std::string* what = nullptr;           // the collective, for error messages
+  std::function<std::string()> describe;       // the collective, for error messages
 };
 
 class ShmArena {
