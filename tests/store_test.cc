@@ -79,13 +79,15 @@ class StoreTest : public ::testing::TestWithParam<Kind> {
  protected:
   void SetUp() override {
     if (GetParam() == Kind::kFile) {
-      directory_ = std::filesystem::temp_directory_path() /
-                   ("ronde_store_test_" + std::to_string(::getpid()) + "_" +
-                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
-      std::filesystem::remove_all(directory_);
-      for (char& c : directory_) {
-        if (c == '\\') c = '_';
+      // Parameterised test names hold '/': flatten them so one directory is made and removed.
+      std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+      for (char& c : name) {
+        if (c == '/' || c == '\\') c = '_';
       }
+      directory_ = (std::filesystem::temp_directory_path() /
+                    ("ronde_store_test_" + std::to_string(::getpid()) + "_" + name))
+                       .string();
+      std::filesystem::remove_all(directory_);
     }
     if (GetParam() == Kind::kTcp) server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0, "s3cret");
     if (GetParam() == Kind::kMemory) memory_ = makeMemoryStore();
