@@ -3,8 +3,9 @@
 // narrowing. It is written without intrinsics so GCC vectorises it for whatever instruction
 // set the caller was compiled for; each Isa struct below wraps it in a function carrying a
 // target attribute and `flatten`, which inlines the whole loop there and vectorises it for
-// that target. Only float16 needs intrinsics (GCC 12 does not vectorise its conversions):
-// its codecs convert a whole block with F16C or AVX-512 and are inlined the same way.
+// that target. The 16-bit floats use intrinsics: GCC 12 does not vectorise float16
+// conversions and vectorises bfloat16's with needless shuffles, so their codecs convert a
+// whole block with F16C or AVX-512 and are inlined the same way.
 // Pointers need the alignment of their element type, nothing more.
 #include "common/reduce_kernels.h"
 
@@ -113,6 +114,8 @@ constexpr int kHalfRounding = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
 // float16 with F16C: 32 halves per block, four 8-lane conversions.
 struct Float16F16cCodec : Float16Codec {
+  __attribute__((target("f16c"))) static C widen(T x) { return _cvtsh_ss(x); }
+  __attribute__((target("f16c"))) static T narrow(C x) { return _cvtss_sh(x, kHalfRounding); }
   __attribute__((target("avx2,f16c"))) static void loadBlock(const uint16_t* p, float* out) {
     for (int j = 0; j < 32; j += 8) {
       const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + j));
@@ -128,7 +131,7 @@ struct Float16F16cCodec : Float16Codec {
 };
 
 // float16 with AVX-512: 32 halves per block, two 16-lane conversions.
-struct Float16Avx512Codec : Float16Codec {
+struct Float16Avx512Codec : Float16F16cCodec {
   __attribute__((target("avx512f"))) static void loadBlock(const uint16_t* p, float* out) {
     for (int j = 0; j < 32; j += 16) {
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + j));
@@ -139,6 +142,60 @@ struct Float16Avx512Codec : Float16Codec {
     for (int j = 0; j < 32; j += 16) {
       const __m256i raw = _mm512_cvtps_ph(_mm512_loadu_ps(in + j), kHalfRounding);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + j), raw);
+    }
+  }
+};
+
+// bfloat16 widens by a shift; narrowing rounds to nearest even in integer arithmetic and
+// quiets NaN, exactly as floatToBfloat16. GCC vectorises the scalar form, but poorly.
+struct BFloat16Avx2Codec : BFloat16Codec {
+  __attribute__((target("avx2"))) static void loadBlock(const uint16_t* p, float* out) {
+    for (int j = 0; j < 32; j += 8) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + j));
+      const __m256i wide = _mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16);
+      _mm256_storeu_ps(out + j, _mm256_castsi256_ps(wide));
+    }
+  }
+  __attribute__((target("avx2"))) static __m256i narrow8(__m256 x) {
+    const __m256i bits = _mm256_castps_si256(x);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd);
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
+    const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    return _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(nan));
+  }
+  __attribute__((target("avx2"))) static void storeBlock(uint16_t* p, const float* in) {
+    for (int j = 0; j < 32; j += 16) {
+      const __m256i lo = narrow8(_mm256_loadu_ps(in + j));
+      const __m256i hi = narrow8(_mm256_loadu_ps(in + j + 8));
+      // packus interleaves 128-bit lanes; the permute restores element order.
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + j), packed);
+    }
+  }
+};
+
+struct BFloat16Avx512Codec : BFloat16Codec {
+  __attribute__((target("avx512f"))) static void loadBlock(const uint16_t* p, float* out) {
+    for (int j = 0; j < 32; j += 16) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + j));
+      const __m512i wide = _mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16);
+      _mm512_storeu_ps(out + j, _mm512_castsi512_ps(wide));
+    }
+  }
+  __attribute__((target("avx512f"))) static void storeBlock(uint16_t* p, const float* in) {
+    for (int j = 0; j < 32; j += 16) {
+      const __m512 x = _mm512_loadu_ps(in + j);
+      const __m512i bits = _mm512_castps_si512(x);
+      const __m512i high = _mm512_srli_epi32(bits, 16);
+      const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+      const __m512i bias = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd);
+      const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
+      const __m512i quiet = _mm512_or_si512(high, _mm512_set1_epi32(0x40));
+      const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+      const __m512i result = _mm512_mask_mov_epi32(rounded, nan, quiet);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + j), _mm512_cvtepi32_epi16(result));
     }
   }
 };
@@ -291,6 +348,7 @@ using PassFn = void (*)(void* dst, const void* const* srcs, int num_srcs, size_t
 
 struct BaselineIsa {
   using Float16 = Float16Codec;
+  using BFloat16 = BFloat16Codec;
   template <class Codec, class Op, int N>
   __attribute__((flatten)) static void pass(void* dst, const void* const* srcs, int num_srcs,
                                             size_t count, double scale) {
@@ -300,6 +358,7 @@ struct BaselineIsa {
 
 struct Avx2Isa {
   using Float16 = Float16F16cCodec;
+  using BFloat16 = BFloat16Avx2Codec;
   template <class Codec, class Op, int N>
   __attribute__((target("avx2,f16c"), flatten)) static void pass(void* dst,
                                                                 const void* const* srcs,
@@ -311,6 +370,7 @@ struct Avx2Isa {
 
 struct Avx512Isa {
   using Float16 = Float16Avx512Codec;
+  using BFloat16 = BFloat16Avx512Codec;
   template <class Codec, class Op, int N>
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c"), flatten)) static void
   pass(void* dst, const void* const* srcs, int num_srcs, size_t count, double scale) {
@@ -364,7 +424,7 @@ KernelTable buildTable() {
   fillType<Isa, IntCodec<int32_t>>(table, DataType::kInt32);
   fillType<Isa, IntCodec<int64_t>>(table, DataType::kInt64);
   fillType<Isa, typename Isa::Float16>(table, DataType::kFloat16);
-  fillType<Isa, BFloat16Codec>(table, DataType::kBFloat16);
+  fillType<Isa, typename Isa::BFloat16>(table, DataType::kBFloat16);
   fillType<Isa, FloatCodec<float>>(table, DataType::kFloat32);
   fillType<Isa, FloatCodec<double>>(table, DataType::kFloat64);
   // On 0/1 values min is logical and, max logical or: sum is or, product is and.
