@@ -89,16 +89,12 @@ void printSection(const char* title, const std::vector<Component>& components) {
 }
 
 void printSettings() {
-#if RONDE_LAUNCHER_HAVE_SETTINGS_DOCS
   std::printf("Settings (environment variables RONDE_<NAME>, or HOROVOD_<NAME>):\n\n");
   for (const Settings::Doc& doc : Settings::documentation()) {
     std::printf("  RONDE_%s", doc.name.c_str());
     if (!doc.default_value.empty()) std::printf("  (default: %s)", doc.default_value.c_str());
     std::printf("\n      %s\n", doc.help.c_str());
   }
-#else
-  std::printf("Settings: this build has no settings table yet.\n");
-#endif
 }
 
 }  // namespace

@@ -216,7 +216,6 @@ int runJob(const RunOptions& options) {
   job.settings = options.settings;
   job.passed = passed;
 
-#if RONDE_LAUNCHER_HAVE_TCP_STORE
   std::unique_ptr<TcpStoreServer> store;
   try {
     store = std::make_unique<TcpStoreServer>(addresses.bind_address, 0, job.secret);
@@ -225,9 +224,6 @@ int runJob(const RunOptions& options) {
     return 1;
   }
   int store_port = store->port();
-#else
-  int store_port = 0;  // the store server is not part of this build yet
-#endif
 
   std::string directory = currentDirectory();
   std::vector<std::string> launcher_environment = currentEnvironment();

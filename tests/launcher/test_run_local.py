@@ -43,6 +43,17 @@ def test_store_is_served_while_the_job_runs():
     assert rank_lines(result.stdout) == {0: ["connected"], 1: ["connected"]}
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_allreduce_demo_meets_through_the_launchers_store(ranks):
+    demo = os.path.join(os.environ.get("RONDE_EXAMPLES_DIR", ""), "allreduce_demo")
+    if not os.access(demo, os.X_OK):
+        pytest.skip("examples/allreduce_demo is not built")
+    result = run(["run", "-np", str(ranks), demo, "2", "2"], timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "%d ranks" % ranks in rank_lines(result.stdout)[0][0]
+    assert "result correct" in result.stdout
+
+
 def test_output_is_prefixed_per_rank_and_stream():
     script = 'echo "out $RONDE_RANK"; echo "err $RONDE_RANK" >&2; echo second; printf partial'
     result = run(["run", "-np", "2", "sh", "-c", script])

@@ -85,8 +85,9 @@ def test_allreduce_over_ssh(hosts):
     demo = os.path.join(os.environ.get("RONDE_EXAMPLES_DIR", ""), "allreduce_demo")
     if not os.access(demo, os.X_OK):
         pytest.skip("examples/allreduce_demo is not built yet")
-    result = ronde_run(hosts, two_by_two(hosts) + [demo], timeout=120)
+    result = ronde_run(hosts, two_by_two(hosts) + [demo, "4", "3"], timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "4 ranks" in result.stdout and "result correct" in result.stdout
 
 
 def test_local_and_remote_ranks_together(hosts):
