@@ -35,7 +35,34 @@ void reportFailure(const std::string& message) {
 
 std::string transportLabel(TransportKind kind) { return transportKindName(kind); }
 
+std::shared_ptr<Store> connectStore(const RankSpec& spec, int port) {
+  return makeTcpStore("127.0.0.1", port, spec.secret, std::chrono::seconds(30));
+}
+
+std::unique_ptr<Communicator> makeCommunicator(const RankSpec& spec, int rank, int size,
+                                               std::shared_ptr<Store> store) {
+  CommOptions options;
+  options.rank = rank;
+  options.size = size;
+  options.store = std::move(store);
+  options.transport = spec.transport;
+  options.secret = spec.secret;
+  options.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+  options.start_timeout = std::chrono::seconds(30);
+  if (!spec.hosts.empty()) options.hostname = spec.hosts[static_cast<size_t>(rank)];
+  if (spec.shm_chunk_bytes > 0) options.shm_chunk_bytes = spec.shm_chunk_bytes;
+  if (spec.small_allreduce_bytes >= 0) options.small_allreduce_bytes = spec.small_allreduce_bytes;
+  return Communicator::create(options);
+}
+
 std::vector<ChildOutcome> runRanksRaw(const RankSpec& spec, const RankBody& body) {
+  return runProcessesRaw(spec, [&](int rank, int port) {
+    auto comm = makeCommunicator(spec, rank, spec.size, connectStore(spec, port));
+    body(*comm);
+  });
+}
+
+std::vector<ChildOutcome> runProcessesRaw(const RankSpec& spec, const ProcessBody& body) {
   auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0, spec.secret);
   const int port = server->port();
   std::vector<pid_t> pids;
@@ -50,19 +77,7 @@ std::vector<ChildOutcome> runRanksRaw(const RankSpec& spec, const RankBody& body
       g_store_port = port;
       int code = 0;
       try {
-        CommOptions options;
-        options.rank = rank;
-        options.size = spec.size;
-        options.store = makeTcpStore("127.0.0.1", port, spec.secret, std::chrono::seconds(30));
-        options.transport = spec.transport;
-        options.secret = spec.secret;
-        options.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
-        options.start_timeout = std::chrono::seconds(30);
-        if (!spec.hosts.empty()) options.hostname = spec.hosts[static_cast<size_t>(rank)];
-        if (spec.shm_chunk_bytes > 0) options.shm_chunk_bytes = spec.shm_chunk_bytes;
-        if (spec.small_allreduce_bytes >= 0) options.small_allreduce_bytes = spec.small_allreduce_bytes;
-        auto comm = Communicator::create(options);
-        body(*comm);
+        body(rank, port);
         if (::testing::Test::HasFailure()) code = 1;
       } catch (const std::exception& e) {
         reportFailure(std::string("rank ") + std::to_string(rank) + " threw: " + e.what());

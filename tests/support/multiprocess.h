@@ -38,6 +38,16 @@ using RankBody = std::function<void(Communicator& comm)>;
 // Runs and returns each child's outcome (no gtest assertions made).
 std::vector<ChildOutcome> runRanksRaw(const RankSpec& spec, const RankBody& body);
 
+// Like runRanksRaw, but the body builds what it needs itself from the port of the store the
+// parent serves (for harnesses that own their communicators, or build several).
+using ProcessBody = std::function<void(int rank, int store_port)>;
+std::vector<ChildOutcome> runProcessesRaw(const RankSpec& spec, const ProcessBody& body);
+
+// What a child of runRanks does to meet the others: the store client and the communicator.
+std::shared_ptr<Store> connectStore(const RankSpec& spec, int port);
+std::unique_ptr<Communicator> makeCommunicator(const RankSpec& spec, int rank, int size,
+                                               std::shared_ptr<Store> store);
+
 // Runs and adds a gtest failure for every child that did not succeed.
 void runRanks(const RankSpec& spec, const RankBody& body);
 

@@ -1,0 +1,383 @@
+#include "runtime/executor.h"
+
+#include <cstring>
+#include <limits>
+
+#include "common/reduce_kernels.h"
+
+namespace ronde::runtime {
+namespace {
+
+using Clock = Timeline::Clock;
+
+template <typename T>
+void fillWith(void* data, size_t count, T value) {
+  T* p = static_cast<T*>(data);
+  for (size_t i = 0; i < count; ++i) p[i] = value;
+}
+
+template <typename T>
+void fillLimits(void* data, size_t count, ReduceOp op) {
+  if (op == ReduceOp::kProduct) return fillWith<T>(data, count, T(1));
+  if (op == ReduceOp::kMin) return fillWith<T>(data, count, std::numeric_limits<T>::has_infinity
+                                                             ? std::numeric_limits<T>::infinity()
+                                                             : std::numeric_limits<T>::max());
+  if (op == ReduceOp::kMax) return fillWith<T>(data, count, std::numeric_limits<T>::has_infinity
+                                                             ? -std::numeric_limits<T>::infinity()
+                                                             : std::numeric_limits<T>::lowest());
+  std::memset(data, 0, count * sizeof(T));
+}
+
+ReduceOp collectiveOp(const Descriptor& d) {
+  return d.op == ReduceOp::kAverage ? ReduceOp::kSum : d.op;
+}
+
+double finalScale(const Response& r) {
+  const Descriptor& d = r.descriptor();
+  double scale = d.postscale;
+  if (d.op == ReduceOp::kAverage) scale /= static_cast<double>(r.members.size());
+  return scale;
+}
+
+int64_t firstDim(const Descriptor& d) { return d.shape.empty() ? 1 : d.shape[0]; }
+
+std::vector<int64_t> withFirstDim(const Descriptor& d, int64_t rows) {
+  std::vector<int64_t> shape = d.shape;
+  if (shape.empty()) return {rows};
+  shape[0] = rows;
+  return shape;
+}
+
+// Where the result goes: the request's output, else the allocator's, else (when allowed) the
+// input itself, else a new host tensor. Checks dtype and size.
+std::shared_ptr<Tensor> resolveOutput(Request& request, const std::vector<int64_t>& shape,
+                                      bool in_place_default) {
+  std::shared_ptr<Tensor> out = request.output;
+  if (!out && request.allocate_output) out = request.allocate_output(shape);
+  if (!out && in_place_default) out = request.input;
+  if (!out) out = std::make_shared<HostTensor>(request.input->dtype(), shape);
+  size_t expected = 1;
+  for (int64_t d : shape) expected *= static_cast<size_t>(d);
+  if (out->dtype() != request.input->dtype() || out->numel() != expected) {
+    throw makeError(ErrorCode::kInvalidArgument, "tensor '", request.name, "': the output is ",
+                    dataTypeName(out->dtype()), " ", formatShape(out->shape()), ", expected ",
+                    dataTypeName(request.input->dtype()), " ", formatShape(shape));
+  }
+  return out;
+}
+
+unsigned char* sized(std::vector<unsigned char>& buffer, size_t bytes) {
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
+
+}  // namespace
+
+void fillIdentity(void* data, size_t count, DataType type, ReduceOp op) {
+  switch (type) {
+    case DataType::kUInt8: return fillLimits<uint8_t>(data, count, op);
+    case DataType::kInt8: return fillLimits<int8_t>(data, count, op);
+    case DataType::kInt16: return fillLimits<int16_t>(data, count, op);
+    case DataType::kInt32: return fillLimits<int32_t>(data, count, op);
+    case DataType::kInt64: return fillLimits<int64_t>(data, count, op);
+    case DataType::kFloat32: return fillLimits<float>(data, count, op);
+    case DataType::kFloat64: return fillLimits<double>(data, count, op);
+    case DataType::kFloat16:
+    case DataType::kBFloat16: {
+      bool half = type == DataType::kFloat16;
+      uint16_t bits = 0;
+      if (op == ReduceOp::kProduct) bits = half ? 0x3C00 : 0x3F80;
+      if (op == ReduceOp::kMin) bits = half ? 0x7C00 : 0x7F80;
+      if (op == ReduceOp::kMax) bits = half ? 0xFC00 : 0xFF80;
+      return fillWith<uint16_t>(data, count, bits);
+    }
+    case DataType::kBool: {
+      bool one = op == ReduceOp::kMin || op == ReduceOp::kProduct;  // and-like ops
+      return fillWith<uint8_t>(data, count, one ? 1 : 0);
+    }
+  }
+}
+
+void Executor::span(const Part& part, const char* activity, Clock::time_point start) {
+  if (timeline_ == nullptr || part.local == nullptr) return;
+  timeline_->span(part.response->key.second, activity, start, Clock::now(), "");
+}
+
+void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& unit,
+                   const Lookup& lookup, const Finish& finish) {
+  std::vector<Part> parts;
+  for (size_t index : unit.responses) {
+    const Response& r = responses[index];
+    Part part{&r, lookup(r.key), indexIn(r.members, comm_.rank()) >= 0, nullptr, nullptr};
+    parts.push_back(part);
+  }
+  const Response& first = *parts[0].response;
+  const Descriptor& d = first.descriptor();
+  std::vector<int64_t> result = first.result;
+
+  if (!first.error.empty()) {
+    for (Part& p : parts) p.error = std::make_exception_ptr(Error(first.error_code, first.error));
+  } else if (d.device.kind != Device::Kind::kCpu && d.kind <= static_cast<uint8_t>(RequestKind::kReducescatter)) {
+    for (Part& p : parts) {
+      p.error = std::make_exception_ptr(makeError(ErrorCode::kInvalidArgument, "tensor '", d.name,
+                                                  "': device tensors are not supported yet"));
+    }
+  } else {
+    switch (d.kind) {
+      case static_cast<uint8_t>(RequestKind::kAllreduce):
+        if (parts.size() == 1) {
+          allreduceSingle(parts[0]);
+        } else {
+          allreduceFused(parts);
+        }
+        break;
+      case static_cast<uint8_t>(RequestKind::kAllgather): allgather(parts[0]); break;
+      case static_cast<uint8_t>(RequestKind::kBroadcast): broadcast(parts[0]); break;
+      case static_cast<uint8_t>(RequestKind::kAlltoall): alltoall(parts[0], &result); break;
+      case static_cast<uint8_t>(RequestKind::kReducescatter): reducescatter(parts[0]); break;
+      case static_cast<uint8_t>(RequestKind::kBarrier): {
+        auto start = Clock::now();
+        comm_.barrier();
+        span(parts[0], "BARRIER", start);
+        break;
+      }
+      case static_cast<uint8_t>(RequestKind::kJoin): break;
+      case kAddProcessSetKind: {
+        std::vector<int> ranks(d.splits.begin(), d.splits.end());
+        result = {sets_.add(ranks)};
+        break;
+      }
+      case kRemoveProcessSetKind: sets_.remove(d.root); break;
+      default: RONDE_CHECK(false, "unknown request kind " << int(d.kind));
+    }
+  }
+  for (Part& p : parts) {
+    if (p.local == nullptr) continue;
+    finish(p.response->key, p.error ? nullptr : p.output, p.error ? std::vector<int64_t>{} : result,
+           p.error);
+  }
+}
+
+void Executor::allreduceSingle(Part& part) {
+  const Response& r = *part.response;
+  const Descriptor& d = r.descriptor();
+  size_t count = static_cast<size_t>(d.numel());
+  size_t bytes = count * dataTypeSize(d.dtype);
+  void* buffer = nullptr;
+  if (part.local) {
+    try {
+      part.output = resolveOutput(part.local->request, d.shape, true);
+      buffer = part.output->data();
+      const void* in = part.local->request.input->data();
+      if (in != buffer || d.prescale != 1.0) copyScaled(buffer, in, count, d.dtype, d.prescale);
+    } catch (...) {
+      part.error = std::current_exception();
+      buffer = nullptr;
+    }
+  }
+  if (buffer == nullptr) {
+    buffer = sized(scratch_, bytes);
+    if (part.member) {
+      std::memset(buffer, 0, bytes);  // joined (or failed) rank: zeros
+    } else {
+      fillIdentity(buffer, count, d.dtype, collectiveOp(d));
+    }
+  }
+  auto start = Clock::now();
+  comm_.allreduce(buffer, buffer, count, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
+  span(part, "ALLREDUCE", start);
+}
+
+void Executor::allreduceFused(std::vector<Part>& parts) {
+  const Response& first = *parts[0].response;
+  const Descriptor& d0 = first.descriptor();
+  size_t element = dataTypeSize(d0.dtype);
+  size_t total = 0;
+  for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
+  unsigned char* buffer = sized(fusion_buffer_, total * element);
+
+  auto copy_start = Clock::now();
+  size_t offset = 0;
+  for (Part& p : parts) {
+    const Descriptor& d = p.response->descriptor();
+    size_t count = static_cast<size_t>(d.numel());
+    unsigned char* slot = buffer + offset * element;
+    bool filled = false;
+    if (p.local) {
+      try {
+        p.output = resolveOutput(p.local->request, d.shape, true);
+        copyScaled(slot, p.local->request.input->data(), count, d.dtype, d.prescale);
+        filled = true;
+      } catch (...) {
+        p.error = std::current_exception();
+      }
+    }
+    if (!filled) {
+      if (p.member) {
+        std::memset(slot, 0, count * element);
+      } else {
+        fillIdentity(slot, count, d.dtype, collectiveOp(d));
+      }
+    }
+    offset += count;
+  }
+  for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
+
+  auto start = Clock::now();
+  comm_.allreduce(buffer, buffer, total, d0.dtype, collectiveOp(d0), Scaling{});
+  for (Part& p : parts) span(p, "ALLREDUCE", start);
+
+  auto out_start = Clock::now();
+  double scale = finalScale(first);
+  offset = 0;
+  for (Part& p : parts) {
+    size_t count = static_cast<size_t>(p.response->descriptor().numel());
+    if (p.local && !p.error) copyScaled(p.output->data(), buffer + offset * element, count, d0.dtype, scale);
+    offset += count;
+  }
+  for (Part& p : parts) span(p, "MEMCPY_OUT_FUSION_BUFFER", out_start);
+}
+
+void Executor::allgather(Part& part) {
+  const Response& r = *part.response;
+  const Descriptor& d = r.descriptor();
+  size_t row = static_cast<size_t>(d.rowElements());
+  std::vector<size_t> counts(static_cast<size_t>(comm_.size()), 0);
+  int64_t rows = 0;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    const auto& dk = r.agreement->per_rank[k];
+    if (!dk) continue;
+    counts[k] = static_cast<size_t>(firstDim(*dk)) * row;
+    rows += firstDim(*dk);
+  }
+  size_t total = static_cast<size_t>(rows) * row;
+  size_t element = dataTypeSize(d.dtype);
+  const void* in = sized(scratch_in_, 1);
+  void* out = nullptr;
+  if (part.local) {
+    in = part.local->request.input->data();
+    try {
+      part.output = resolveOutput(part.local->request, withFirstDim(d, rows), false);
+      out = part.output->data();
+    } catch (...) {
+      part.error = std::current_exception();
+    }
+  }
+  if (out == nullptr) out = sized(scratch_, total * element + 1);
+  auto start = Clock::now();
+  comm_.allgatherv(in, out, counts, d.dtype);
+  span(part, "ALLGATHER", start);
+}
+
+void Executor::broadcast(Part& part) {
+  const Response& r = *part.response;
+  const Descriptor& d = r.descriptor();
+  size_t count = static_cast<size_t>(d.numel());
+  int root = r.members[static_cast<size_t>(d.root)];
+  void* buffer = nullptr;
+  if (part.local) {
+    try {
+      part.output = resolveOutput(part.local->request, d.shape, true);
+      buffer = part.output->data();
+      const void* in = part.local->request.input->data();
+      if (comm_.rank() == root && in != buffer) std::memcpy(buffer, in, count * dataTypeSize(d.dtype));
+    } catch (...) {
+      part.error = std::current_exception();
+    }
+  }
+  if (buffer == nullptr) buffer = sized(scratch_, count * dataTypeSize(d.dtype) + 1);
+  auto start = Clock::now();
+  comm_.broadcast(buffer, count, d.dtype, root);
+  span(part, "BROADCAST", start);
+}
+
+void Executor::alltoall(Part& part, std::vector<int64_t>* received_rows) {
+  const Response& r = *part.response;
+  const Descriptor& d = r.descriptor();
+  size_t row = static_cast<size_t>(d.rowElements());
+  size_t k = r.members.size();
+  auto splitsOf = [&](int world_rank) {
+    const Descriptor& dr = *r.agreement->per_rank[static_cast<size_t>(world_rank)];
+    if (!dr.splits.empty()) return dr.splits;
+    return std::vector<int64_t>(k, firstDim(dr) / static_cast<int64_t>(k));
+  };
+  std::vector<size_t> send(static_cast<size_t>(comm_.size()), 0);
+  std::vector<size_t> recv(static_cast<size_t>(comm_.size()), 0);
+  int me = indexIn(r.members, comm_.rank());
+  received_rows->assign(k, 0);
+  int64_t rows = 0;
+  if (me >= 0) {
+    std::vector<int64_t> mine = splitsOf(comm_.rank());
+    for (size_t j = 0; j < k; ++j) {
+      int peer = r.members[j];
+      send[static_cast<size_t>(peer)] = static_cast<size_t>(mine[j]) * row;
+      int64_t got = splitsOf(peer)[static_cast<size_t>(me)];
+      recv[static_cast<size_t>(peer)] = static_cast<size_t>(got) * row;
+      (*received_rows)[j] = got;
+      rows += got;
+    }
+  }
+  size_t element = dataTypeSize(d.dtype);
+  const void* in = sized(scratch_in_, 1);
+  void* out = nullptr;
+  if (part.local) {
+    in = part.local->request.input->data();
+    try {
+      part.output = resolveOutput(part.local->request, withFirstDim(d, rows), false);
+      out = part.output->data();
+    } catch (...) {
+      part.error = std::current_exception();
+    }
+  }
+  if (out == nullptr) out = sized(scratch_, static_cast<size_t>(rows) * row * element + 1);
+  auto start = Clock::now();
+  comm_.alltoallv(in, send, out, recv, d.dtype);
+  span(part, "ALLTOALL", start);
+}
+
+void Executor::reducescatter(Part& part) {
+  const Response& r = *part.response;
+  const Descriptor& d = r.descriptor();
+  size_t row = static_cast<size_t>(d.rowElements());
+  int64_t n = firstDim(d);
+  auto k = static_cast<int64_t>(r.members.size());
+  std::vector<size_t> counts(static_cast<size_t>(comm_.size()), 0);
+  int64_t my_rows = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t rows = n / k + (i < n % k ? 1 : 0);
+    counts[static_cast<size_t>(r.members[static_cast<size_t>(i)])] = static_cast<size_t>(rows) * row;
+    if (r.members[static_cast<size_t>(i)] == comm_.rank()) my_rows = rows;
+  }
+  size_t count = static_cast<size_t>(d.numel());
+  size_t element = dataTypeSize(d.dtype);
+  const void* in = nullptr;
+  void* out = nullptr;
+  if (part.local) {
+    in = part.local->request.input->data();
+    if (d.prescale != 1.0) {
+      void* scaled = sized(scratch_in_, count * element);
+      copyScaled(scaled, in, count, d.dtype, d.prescale);
+      in = scaled;
+    }
+    try {
+      part.output = resolveOutput(part.local->request, withFirstDim(d, my_rows), false);
+      out = part.output->data();
+    } catch (...) {
+      part.error = std::current_exception();
+    }
+  } else {
+    void* neutral = sized(scratch_in_, count * element);
+    if (part.member) {
+      std::memset(neutral, 0, count * element);
+    } else {
+      fillIdentity(neutral, count, d.dtype, collectiveOp(d));
+    }
+    in = neutral;
+  }
+  if (out == nullptr) out = sized(scratch_, static_cast<size_t>(my_rows) * row * element + 1);
+  auto start = Clock::now();
+  comm_.reducescatter(in, out, counts, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
+  span(part, "REDUCESCATTER", start);
+}
+
+}  // namespace ronde::runtime

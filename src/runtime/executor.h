@@ -1,0 +1,65 @@
+// Runs a cycle's responses on the world communicator, in the plan's order, identically on
+// every rank. Process sets run over the world communicator: ranks outside the set take part
+// with empty or neutral contributions (the identity of the op), and a joined rank contributes
+// zeros. Failures of this rank alone (an output the allocator refused) still take part in the
+// collective, then fail the handle; a communicator failure propagates: it is fatal.
+// Used by the background thread only.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "ronde/communicator.h"
+#include "runtime/fusion_planner.h"
+#include "runtime/local_request.h"
+#include "runtime/process_sets.h"
+#include "runtime/response.h"
+#include "runtime/timeline.h"
+
+namespace ronde::runtime {
+
+class Executor {
+ public:
+  // The request of this rank for a key, or null when it has none (joined, outside the set).
+  using Lookup = std::function<LocalRequest*(const RequestKey&)>;
+  // Completes this rank's request: `error` null on success.
+  using Finish = std::function<void(const RequestKey&, std::shared_ptr<Tensor> output,
+                                    std::vector<int64_t> result, std::exception_ptr error)>;
+
+  Executor(Communicator& comm, ProcessSets& sets) : comm_(comm), sets_(sets) {}
+
+  void setTimeline(Timeline* timeline) { timeline_ = timeline; }
+  void run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
+           const Finish& finish);
+
+ private:
+  struct Part {
+    const Response* response;
+    LocalRequest* local;  // null: joined or outside the set
+    bool member;
+    std::shared_ptr<Tensor> output;
+    std::exception_ptr error;  // this rank's own failure
+  };
+  void allreduceSingle(Part& part);
+  void allreduceFused(std::vector<Part>& parts);
+  void allgather(Part& part);
+  void broadcast(Part& part);
+  void alltoall(Part& part, std::vector<int64_t>* received_rows);
+  void reducescatter(Part& part);
+  void span(const Part& part, const char* activity, Timeline::Clock::time_point start);
+
+  Communicator& comm_;
+  ProcessSets& sets_;
+  Timeline* timeline_ = nullptr;
+  std::vector<unsigned char> fusion_buffer_;
+  std::vector<unsigned char> scratch_;
+  std::vector<unsigned char> scratch_in_;
+};
+
+// Fills `count` elements with the identity of `op` (0 for sum, 1 for product, the largest
+// value for min, the smallest for max).
+void fillIdentity(void* data, size_t count, DataType type, ReduceOp op);
+
+}  // namespace ronde::runtime

@@ -1,0 +1,21 @@
+// Tensor Fusion's plan: which of a cycle's responses run together in one fusion buffer.
+// Allreduces of the same process set, dtype, op and scale factors are packed, in response
+// order, up to the fusion threshold; everything else runs alone. The plan depends only on the
+// responses and the agreed threshold, so every rank makes the same one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/response.h"
+
+namespace ronde::runtime {
+
+struct ExecutionUnit {
+  std::vector<size_t> responses;  // indices into the cycle's responses
+};
+
+std::vector<ExecutionUnit> planExecution(const std::vector<Response>& responses,
+                                         int64_t fusion_threshold_bytes);
+
+}  // namespace ronde::runtime

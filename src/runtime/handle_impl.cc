@@ -1,0 +1,54 @@
+#include "runtime/handle_impl.h"
+
+#include "common/deadline.h"
+
+namespace ronde::runtime {
+
+bool HandleImpl::poll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+void HandleImpl::wait(Duration timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Deadline deadline = Deadline::after(timeout);
+  if (deadline.at() == Deadline::Clock::time_point::max()) {
+    done_cv_.wait(lock, [&] { return done_; });
+  } else if (!done_cv_.wait_until(lock, deadline.at(), [&] { return done_; })) {
+    throw makeError(ErrorCode::kTimeout, "request still pending after ", timeout.count(), " ms");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+std::shared_ptr<Tensor> HandleImpl::output() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return output_;
+}
+
+std::vector<int64_t> HandleImpl::result() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return result_;
+}
+
+void HandleImpl::succeed(std::shared_ptr<Tensor> output, std::vector<int64_t> result) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;
+    output_ = std::move(output);
+    result_ = std::move(result);
+    done_ = true;
+  }
+  done_cv_.notify_all();
+}
+
+void HandleImpl::fail(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;
+    error_ = std::move(error);
+    done_ = true;
+  }
+  done_cv_.notify_all();
+}
+
+}  // namespace ronde::runtime

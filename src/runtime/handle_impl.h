@@ -1,0 +1,32 @@
+// The runtime's Handle: completed once by the background thread, waited on by any thread.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+
+#include "ronde/runtime.h"
+
+namespace ronde::runtime {
+
+class HandleImpl final : public Handle {
+ public:
+  bool poll() override;
+  void wait(Duration timeout) override;
+  std::shared_ptr<Tensor> output() override;
+  std::vector<int64_t> result() override;
+
+  // Called once, by the background thread (or by shutdown).
+  void succeed(std::shared_ptr<Tensor> output, std::vector<int64_t> result);
+  void fail(std::exception_ptr error);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::shared_ptr<Tensor> output_;
+  std::vector<int64_t> result_;
+};
+
+}  // namespace ronde::runtime

@@ -1,0 +1,140 @@
+#include "runtime/negotiation_table.h"
+
+#include <algorithm>
+
+namespace ronde::runtime {
+
+namespace {
+constexpr uint8_t kAllreduce = static_cast<uint8_t>(RequestKind::kAllreduce);
+constexpr uint8_t kJoin = static_cast<uint8_t>(RequestKind::kJoin);
+}  // namespace
+
+NegotiationTable::NegotiationTable(int world_size)
+    : world_size_(world_size), joined_(static_cast<size_t>(world_size), false) {}
+
+bool NegotiationTable::anyJoined() const {
+  return std::find(joined_.begin(), joined_.end(), true) != joined_.end();
+}
+
+void NegotiationTable::announce(int rank, Descriptor descriptor, Clock::time_point now) {
+  if (descriptor.kind == kJoin) {
+    joined_[static_cast<size_t>(rank)] = true;
+    last_joined_ = rank;
+  }
+  RequestKey key{descriptor.process_set, descriptor.name};
+  auto [it, inserted] = entries_.try_emplace(key);
+  if (inserted) {
+    it->second.per_rank.resize(static_cast<size_t>(world_size_));
+    it->second.seq = next_seq_++;
+    it->second.since = now;
+  }
+  it->second.per_rank[static_cast<size_t>(rank)] = std::move(descriptor);
+}
+
+NegotiationTable::Readiness NegotiationTable::readiness(const Entry& entry,
+                                                        const std::vector<int>* members) const {
+  if (members == nullptr) return Readiness::kNoSet;
+  uint8_t kind = 0;
+  for (const auto& d : entry.per_rank) {
+    if (d) kind = d->kind;
+  }
+  bool joined_absent = false;
+  for (int m : *members) {
+    if (entry.per_rank[static_cast<size_t>(m)]) continue;
+    if (kind != kJoin && joined_[static_cast<size_t>(m)]) {
+      joined_absent = true;
+      continue;
+    }
+    return Readiness::kWaiting;
+  }
+  if (joined_absent && kind != kAllreduce) return Readiness::kBlockedByJoin;
+  return Readiness::kReady;
+}
+
+std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
+  struct Candidate {
+    std::map<RequestKey, Entry>::iterator it;
+    Readiness readiness;
+    std::vector<int> members;
+  };
+  std::vector<Candidate> candidates;
+  std::map<RequestKey, int> group_ready;  // (process set, group) -> members ready
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    auto members = sets.ranks(it->first.first);
+    Readiness r = readiness(it->second, members ? &*members : nullptr);
+    if (r == Readiness::kWaiting) continue;
+    const Descriptor* first = nullptr;
+    for (const auto& d : it->second.per_rank) {
+      if (d && !first) first = &*d;
+    }
+    if (r == Readiness::kReady && !first->group.empty()) {
+      ++group_ready[{it->first.first, first->group}];
+    }
+    candidates.push_back({it, r, members ? *members : std::vector<int>{}});
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.it->second.seq < b.it->second.seq; });
+
+  std::vector<Response> ready;
+  bool join_done = false;
+  for (Candidate& c : candidates) {
+    auto agreement = std::make_shared<Agreement>();
+    agreement->per_rank = std::move(c.it->second.per_rank);
+    const Descriptor& d = agreement->first();
+    if (c.readiness == Readiness::kReady && !d.group.empty() &&
+        group_ready[{c.it->first.first, d.group}] < d.group_size) {
+      c.it->second.per_rank = std::move(agreement->per_rank);  // the group is not complete yet
+      continue;
+    }
+    Response response;
+    response.key = c.it->first;
+    response.members = std::move(c.members);
+    if (c.readiness == Readiness::kNoSet) {
+      response.error = "tensor '" + d.name + "': process set " + std::to_string(d.process_set) +
+                       " does not exist (removed?)";
+      response.error_code = ErrorCode::kInvalidArgument;
+    } else if (c.readiness == Readiness::kBlockedByJoin) {
+      response.error = "tensor '" + d.name + "': " + kindName(d.kind) +
+                       " cannot run while some ranks have joined; only allreduce can";
+      response.error_code = ErrorCode::kInvalidArgument;
+    } else {
+      response.error = findMismatch(agreement->per_rank);
+      if (d.kind == kJoin) {
+        response.result = {last_joined_};
+        join_done = true;
+      }
+    }
+    response.agreement = std::move(agreement);
+    entries_.erase(c.it);
+    ready.push_back(std::move(response));
+  }
+  if (join_done) {
+    std::fill(joined_.begin(), joined_.end(), false);
+    last_joined_ = -1;
+  }
+  return ready;
+}
+
+std::vector<NegotiationTable::Waiting> NegotiationTable::waiting(const ProcessSets& sets) const {
+  std::vector<Waiting> out;
+  for (const auto& [key, entry] : entries_) {
+    auto members = sets.ranks(key.first);
+    if (!members) continue;
+    Waiting w{key, {}, {}, entry.since};
+    uint8_t kind = 0;
+    for (const auto& d : entry.per_rank) {
+      if (d) kind = d->kind;
+    }
+    for (int m : *members) {
+      if (entry.per_rank[static_cast<size_t>(m)]) {
+        w.announced.push_back(m);
+      } else if (!(kind == kAllreduce && joined_[static_cast<size_t>(m)])) {
+        w.missing.push_back(m);
+      }
+    }
+    if (!w.missing.empty()) out.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace ronde::runtime

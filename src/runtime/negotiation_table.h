@@ -1,0 +1,55 @@
+// The requests announced by the ranks and not yet run: the same on every rank, because every
+// rank merges the same gathered messages in rank order. A request is ready once every member
+// of its process set has announced it (a joined rank counts as announced for allreduce).
+// Used by the background thread only.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <vector>
+
+#include "runtime/process_sets.h"
+#include "runtime/response.h"
+
+namespace ronde::runtime {
+
+class NegotiationTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit NegotiationTable(int world_size);
+
+  void announce(int rank, Descriptor descriptor, Clock::time_point now);
+  bool contains(const RequestKey& key) const { return entries_.count(key) != 0; }
+  bool joined(int rank) const { return joined_[static_cast<size_t>(rank)]; }
+  bool anyJoined() const;
+
+  // Removes and returns the requests that are ready (or can never be), in announcement order.
+  std::vector<Response> takeReady(const ProcessSets& sets);
+
+  // For the stall inspector: requests some members announced and others did not.
+  struct Waiting {
+    RequestKey key;
+    std::vector<int> announced;
+    std::vector<int> missing;
+    Clock::time_point since;
+  };
+  std::vector<Waiting> waiting(const ProcessSets& sets) const;
+
+ private:
+  struct Entry {
+    std::vector<std::optional<Descriptor>> per_rank;
+    uint64_t seq = 0;
+    Clock::time_point since;
+  };
+  enum class Readiness { kWaiting, kReady, kBlockedByJoin, kNoSet };
+  Readiness readiness(const Entry& entry, const std::vector<int>* members) const;
+
+  int world_size_;
+  std::map<RequestKey, Entry> entries_;
+  uint64_t next_seq_ = 0;
+  std::vector<bool> joined_;
+  int last_joined_ = -1;
+};
+
+}  // namespace ronde::runtime

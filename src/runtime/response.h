@@ -1,0 +1,41 @@
+// What negotiation decides for one request: every rank's announcement, and whether it may run.
+// Every rank computes the same list of responses, in the same order, from the same messages.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/descriptor.h"
+
+namespace ronde::runtime {
+
+using RequestKey = std::pair<int32_t, std::string>;  // process set, name
+
+// The ranks' announcements of one request, indexed by world rank; empty for ranks that did
+// not submit it (non-members of its process set, joined ranks).
+struct Agreement {
+  std::vector<std::optional<Descriptor>> per_rank;
+  const Descriptor& first() const {
+    for (const auto& d : per_rank) {
+      if (d) return *d;
+    }
+    RONDE_CHECK(false, "an agreement without any announcement");
+  }
+};
+
+struct Response {
+  RequestKey key;
+  std::shared_ptr<const Agreement> agreement;
+  std::vector<int> members;     // world ranks of the process set, sorted
+  std::string error;            // non-empty: fails on every member with error_code
+  ErrorCode error_code = ErrorCode::kMismatch;
+  std::vector<int64_t> result;  // join: {last rank to join}
+  int cache_slot = -1;          // the response came from (or was put into) this cache slot
+
+  const Descriptor& descriptor() const { return agreement->first(); }
+};
+
+}  // namespace ronde::runtime

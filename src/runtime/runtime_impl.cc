@@ -1,0 +1,502 @@
+#include "runtime/runtime_impl.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "runtime/request_validation.h"
+
+namespace ronde::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint8_t kStopFlag = 1;        // the rank asked the runtime to shut down
+constexpr uint8_t kStallStopFlag = 2;   // rank 0's stall inspector shuts the runtime down
+
+std::exception_ptr abortedError(const std::string& why) {
+  return std::make_exception_ptr(Error(ErrorCode::kAborted, why));
+}
+
+}  // namespace
+
+RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm)
+    : settings_(settings),
+      comm_(std::move(comm)),
+      rank_(comm_->rank()),
+      size_(comm_->size()),
+      local_rank_(comm_->localRank()),
+      local_size_(comm_->localSize()),
+      cross_rank_(comm_->crossRank()),
+      cross_size_(comm_->crossSize()),
+      sets_(size_),
+      wanted_fusion_threshold_(settings.fusion_threshold_bytes),
+      wanted_cycle_ms_(settings.cycle_time_ms),
+      table_(size_),
+      cache_(settings.cache_capacity),
+      executor_(*comm_, sets_),
+      stall_inspector_(settings.stall_check_seconds, settings.stall_shutdown_seconds,
+                       settings.stall_check_disable),
+      fusion_threshold_(settings.fusion_threshold_bytes),
+      cycle_ms_(settings.cycle_time_ms) {
+  if (settings.fusion_threshold_bytes < 0) {
+    throw makeError(ErrorCode::kConfig, "RONDE_FUSION_THRESHOLD must be >= 0, not ",
+                    settings.fusion_threshold_bytes);
+  }
+  if (!(settings.cycle_time_ms > 0)) {
+    throw makeError(ErrorCode::kConfig, "RONDE_CYCLE_TIME must be > 0 ms, not ", settings.cycle_time_ms);
+  }
+  if (settings.cache_capacity < 0) {
+    throw makeError(ErrorCode::kConfig, "RONDE_CACHE_CAPACITY must be >= 0, not ", settings.cache_capacity);
+  }
+  if (!settings.timeline_path.empty()) startTimeline(settings.timeline_path, settings.timeline_mark_cycles);
+  thread_ = std::thread([this] { backgroundLoop(); });
+}
+
+RuntimeImpl::~RuntimeImpl() { shutdown(); }
+
+void RuntimeImpl::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shut_down_) return;
+    stop_requested_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  failEverything(abortedError("the runtime was shut down"));
+  timeline_.reset();
+  executor_.setTimeline(nullptr);
+  {
+    std::lock_guard<std::mutex> lock(timeline_mutex_);
+    timeline_next_.reset();
+  }
+  comm_.reset();
+  std::lock_guard<std::mutex> lock(mutex_);
+  shut_down_ = true;
+}
+
+bool RuntimeImpl::isInitialized() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !shut_down_ && !stopped_;
+}
+
+void RuntimeImpl::throwUnusable() const {
+  if (fatal_) std::rethrow_exception(fatal_);
+  throw Error(ErrorCode::kAborted, "the runtime was shut down");
+}
+
+std::shared_ptr<Handle> RuntimeImpl::enqueue(Request request) {
+  std::vector<Request> one;
+  one.push_back(std::move(request));
+  return submit(std::move(one), false)[0];
+}
+
+std::vector<std::shared_ptr<Handle>> RuntimeImpl::enqueueGroup(std::vector<Request> requests) {
+  return submit(std::move(requests), true);
+}
+
+std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> requests, bool grouped) {
+  if (requests.empty()) return {};
+  std::vector<LocalRequest> locals;
+  auto now = Clock::now();
+  for (Request& request : requests) {
+    if (request.kind == RequestKind::kJoin) {
+      if (request.name.empty()) request.name = "join";
+      if (request.process_set != 0) {
+        throw makeError(ErrorCode::kInvalidArgument, "join '", request.name, "': join spans all ranks");
+      }
+      if (grouped) throw makeError(ErrorCode::kInvalidArgument, "join cannot be grouped");
+    }
+    if (request.kind == RequestKind::kBarrier && request.name.empty()) request.name = "barrier";
+    auto members = sets_.ranks(request.process_set);
+    if (!members) {
+      throw makeError(ErrorCode::kInvalidArgument, "request '", request.name, "': process set ",
+                      request.process_set, " does not exist");
+    }
+    Descriptor d = describeRequest(request, *members, rank_);
+    if (grouped) {
+      if (request.process_set != requests[0].process_set) {
+        throw makeError(ErrorCode::kInvalidArgument, "group '", requests[0].name,
+                        "': all requests of a group belong to one process set");
+      }
+      d.group = requests[0].name;
+      d.group_size = static_cast<int32_t>(requests.size());
+    }
+    locals.push_back(LocalRequest{std::move(request), std::move(d), std::make_shared<HandleImpl>(), now, -1});
+  }
+  return submitDescribed(std::move(locals));
+}
+
+std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(std::vector<LocalRequest> locals) {
+  std::vector<std::shared_ptr<Handle>> handles;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
+  std::set<RequestKey> keys;
+  for (const LocalRequest& r : locals) {
+    RequestKey key{r.descriptor.process_set, r.descriptor.name};
+    if (in_flight_.count(key) || !keys.insert(key).second) {
+      throw makeError(ErrorCode::kInvalidArgument, "a request named '", key.second, "'",
+                      key.first ? " in process set " + std::to_string(key.first) : std::string(),
+                      " is already in flight on rank ", rank_);
+    }
+  }
+  for (LocalRequest& r : locals) {
+    in_flight_.insert({r.descriptor.process_set, r.descriptor.name});
+    handles.push_back(r.handle);
+    incoming_.push_back(std::move(r));
+  }
+  return handles;
+}
+
+std::vector<int64_t> RuntimeImpl::runInternal(Descriptor d) {
+  auto handle = std::make_shared<HandleImpl>();
+  Request request;
+  request.kind = RequestKind::kBarrier;
+  request.name = d.name;
+  std::vector<LocalRequest> one;
+  one.push_back(LocalRequest{std::move(request), std::move(d), handle, Clock::now(), -1});
+  submitDescribed(std::move(one));
+  handle->wait(Duration::max());
+  return handle->result();
+}
+
+int RuntimeImpl::addProcessSet(std::vector<int> ranks) {
+  std::string why = ProcessSets::validate(ranks, size_);
+  if (!why.empty()) throw makeError(ErrorCode::kInvalidArgument, "addProcessSet: ", why);
+  std::sort(ranks.begin(), ranks.end());
+  Descriptor d;
+  d.kind = kAddProcessSetKind;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    d.name = "ronde.process_set." + std::to_string(process_set_calls_++);
+  }
+  d.splits.assign(ranks.begin(), ranks.end());
+  return static_cast<int>(runInternal(std::move(d)).at(0));
+}
+
+void RuntimeImpl::removeProcessSet(int id) {
+  if (id == 0) throw makeError(ErrorCode::kInvalidArgument, "process set 0 (all ranks) cannot be removed");
+  if (!sets_.ranks(id)) throw makeError(ErrorCode::kInvalidArgument, "process set ", id, " does not exist");
+  Descriptor d;
+  d.kind = kRemoveProcessSetKind;
+  d.root = id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    d.name = "ronde.process_set." + std::to_string(process_set_calls_++);
+  }
+  runInternal(std::move(d));
+}
+
+void RuntimeImpl::startTimeline(const std::string& path, bool mark_cycles) {
+  std::unique_ptr<Timeline> timeline;
+  if (rank_ == 0) timeline = std::make_unique<Timeline>(path, mark_cycles);  // throws kIo here
+  std::lock_guard<std::mutex> lock(timeline_mutex_);
+  timeline_change_ = true;
+  timeline_next_ = std::move(timeline);
+}
+
+void RuntimeImpl::stopTimeline() {
+  std::lock_guard<std::mutex> lock(timeline_mutex_);
+  timeline_change_ = true;
+  timeline_next_.reset();
+}
+
+void RuntimeImpl::setFusionThreshold(int64_t bytes) {
+  if (bytes < 0) throw makeError(ErrorCode::kInvalidArgument, "fusion threshold must be >= 0, not ", bytes);
+  wanted_fusion_threshold_ = bytes;
+  knobs_changed_ = true;
+}
+
+void RuntimeImpl::setCycleTime(double milliseconds) {
+  if (!(milliseconds > 0)) throw makeError(ErrorCode::kInvalidArgument, "cycle time must be > 0 ms");
+  wanted_cycle_ms_ = milliseconds;
+  knobs_changed_ = true;
+}
+
+void RuntimeImpl::applyTimelineRequest() {
+  std::lock_guard<std::mutex> lock(timeline_mutex_);
+  if (!timeline_change_) return;
+  timeline_change_ = false;
+  timeline_ = std::move(timeline_next_);
+  executor_.setTimeline(timeline_.get());
+}
+
+void RuntimeImpl::backgroundLoop() {
+  for (;;) {
+    auto start = Clock::now();
+    bool go = false;
+    try {
+      go = runCycle();
+    } catch (const std::exception& e) {
+      // The communicator aborts itself on its own failures; anything else must still reach
+      // the other ranks, which would otherwise wait for this one.
+      try {
+        comm_->abort(std::string("rank ") + std::to_string(rank_) + "'s runtime failed: " + e.what());
+      } catch (...) {
+      }
+      log(LogLevel::kError, "runtime stopped: ", e.what());
+      failEverything(std::current_exception());
+    }
+    if (!go) break;
+    auto next = start + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double, std::milli>(cycle_ms_));
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait_until(lock, next, [&] { return stop_requested_; });
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopped_ = true;
+}
+
+void RuntimeImpl::drainIncoming() {
+  std::vector<LocalRequest> fresh;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fresh.swap(incoming_);
+  }
+  for (LocalRequest& r : fresh) {
+    RequestKey key{r.descriptor.process_set, r.descriptor.name};
+    int slot = cache_.find(key);
+    if (slot >= 0 && r.descriptor.group.empty() && !table_.contains(key) &&
+        cache_.matches(slot, rank_, r.descriptor)) {
+      r.cache_slot = slot;
+    } else {
+      to_announce_.push_back(key);
+    }
+    pending_.emplace(key, std::move(r));
+  }
+}
+
+bool RuntimeImpl::runCycle() {
+  ++cycle_;
+  auto now = Clock::now();
+  applyTimelineRequest();
+  if (timeline_ && timeline_->markCycles()) timeline_->marker("CYCLE " + std::to_string(cycle_), now);
+  drainIncoming();
+  // Requests waiting on the cached path go the full way when another rank announced the same
+  // name in full (a changed signature), or when they waited long enough for the stall
+  // inspector to need to see them.
+  auto patience = stall_inspector_.cachedPatience();
+  for (auto& [key, r] : pending_) {
+    if (r.cache_slot >= 0 && (table_.contains(key) || now - r.enqueued > patience)) {
+      r.cache_slot = -1;
+      to_announce_.push_back(key);
+    }
+  }
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping = stop_requested_;
+  }
+  bool stall_stop = false;
+  std::vector<NegotiationTable::Waiting> waiting;
+  if (rank_ == 0) {
+    waiting = table_.waiting(sets_);
+    stall_stop = !waiting.empty() && stall_inspector_.shouldShutDown(waiting, now);
+  }
+  bool need_full = !to_announce_.empty() || stopping || stall_stop ||
+                   (rank_ == 0 && knobs_changed_.load());
+
+  std::vector<Response> ready;
+  int stopped_by = -1;
+  uint8_t stop_flags = 0;
+  if (exchangeCacheBits(need_full, &ready)) {
+    exchangeAnnouncements(stopping ? kStopFlag : (stall_stop ? kStallStopFlag : 0), &ready, &stopped_by);
+    stop_flags = stopped_by >= 0 ? 1 : 0;
+  }
+  execute(ready);
+
+  if (rank_ == 0 && !waiting.empty()) {
+    std::string report = stall_inspector_.inspect(table_.waiting(sets_), *comm_, Clock::now());
+    if (!report.empty()) log(LogLevel::kWarning, report);
+  }
+  if (stop_flags) {
+    failEverything(abortedError(stall_stopped_ ? "the runtime was shut down by rank 0's stall inspector: "
+                                                 "requests waited past RONDE_STALL_SHUTDOWN_TIME_SECONDS"
+                                               : "the runtime was shut down by rank " +
+                                                     std::to_string(stopped_by)));
+    return false;
+  }
+  return true;
+}
+
+bool RuntimeImpl::exchangeCacheBits(bool need_full, std::vector<Response>* ready) {
+  size_t slots = static_cast<size_t>(cache_.highWater());
+  cache_bits_.assign(1 + slots, 0);
+  cache_bits_[0] = need_full ? 0 : 1;
+  bool joined = table_.joined(rank_);
+  for (size_t s = 0; s < slots; ++s) {
+    const Response* r = cache_.at(static_cast<int>(s));
+    if (r == nullptr) continue;
+    if (indexIn(r->members, rank_) < 0 ||
+        (joined && r->descriptor().kind == static_cast<uint8_t>(RequestKind::kAllreduce))) {
+      cache_bits_[1 + s] = 1;
+    }
+  }
+  for (const auto& [key, r] : pending_) {
+    if (r.cache_slot >= 0) cache_bits_[1 + static_cast<size_t>(r.cache_slot)] = 1;
+  }
+  if (size_ > 1) {
+    comm_->allreduce(cache_bits_.data(), cache_bits_.data(), cache_bits_.size(), DataType::kUInt8,
+                     ReduceOp::kMin);
+  }
+  for (size_t s = 0; s < slots; ++s) {
+    if (!cache_bits_[1 + s]) continue;
+    const Response* r = cache_.at(static_cast<int>(s));
+    if (r == nullptr) continue;
+    bool someone_active = std::any_of(r->members.begin(), r->members.end(),
+                                      [&](int m) { return !table_.joined(m); });
+    if (!someone_active) continue;
+    ready->push_back(*r);
+    cache_.touch(static_cast<int>(s));
+    auto it = pending_.find(r->key);
+    if (it != pending_.end()) it->second.cache_slot = -1;
+  }
+  return cache_bits_[0] == 0;
+}
+
+void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* ready, int* stopped_by) {
+  WireWriter writer;
+  writer.u8(flags);
+  if (rank_ == 0) {
+    knobs_changed_ = false;
+    writer.i64(wanted_fusion_threshold_.load());
+    writer.f64(wanted_cycle_ms_.load());
+  }
+  writer.i32(static_cast<int32_t>(to_announce_.size()));
+  for (const RequestKey& key : to_announce_) writer.descriptor(pending_.at(key).descriptor);
+  to_announce_.clear();
+
+  std::vector<uint8_t>& mine = writer.bytes();
+  std::vector<int64_t> lengths(static_cast<size_t>(size_));
+  auto my_length = static_cast<int64_t>(mine.size());
+  std::vector<size_t> counts;
+  if (size_ > 1) {
+    comm_->allgather(&my_length, lengths.data(), 1, DataType::kInt64);
+  } else {
+    lengths[0] = my_length;
+  }
+  size_t total = 0;
+  for (int64_t n : lengths) {
+    counts.push_back(static_cast<size_t>(n));
+    total += static_cast<size_t>(n);
+  }
+  gathered_.resize(total);
+  if (size_ > 1) {
+    comm_->allgatherv(mine.data(), gathered_.data(), counts, DataType::kUInt8);
+  } else {
+    std::copy(mine.begin(), mine.end(), gathered_.begin());
+  }
+
+  auto now = Clock::now();
+  size_t offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    WireReader reader(gathered_.data() + offset, counts[static_cast<size_t>(r)]);
+    offset += counts[static_cast<size_t>(r)];
+    uint8_t rank_flags = reader.u8();
+    if (rank_flags != 0 && *stopped_by < 0) {
+      *stopped_by = r;
+      stall_stopped_ = (rank_flags & kStallStopFlag) != 0;
+    }
+    if (r == 0) {
+      fusion_threshold_ = reader.i64();
+      cycle_ms_ = reader.f64();
+    }
+    int32_t n = reader.i32();
+    for (int32_t i = 0; i < n; ++i) table_.announce(r, reader.descriptor(), now);
+    RONDE_CHECK(reader.done(), "rank " << r << "'s negotiation message has trailing bytes");
+  }
+
+  for (Response& response : table_.takeReady(sets_)) {
+    if (ResponseCache::cacheable(response)) {
+      for (const RequestKey& key : cache_.put(response)) {
+        auto it = pending_.find(key);
+        if (it != pending_.end() && it->second.cache_slot >= 0) {
+          it->second.cache_slot = -1;
+          to_announce_.push_back(key);
+        }
+      }
+      response.cache_slot = cache_.find(response.key);
+    }
+    ready->push_back(std::move(response));
+  }
+}
+
+void RuntimeImpl::execute(std::vector<Response>& responses) {
+  if (responses.empty()) return;
+  auto ready_at = Clock::now();
+  if (timeline_) {
+    for (const Response& r : responses) {
+      auto it = pending_.find(r.key);
+      if (it == pending_.end()) continue;
+      const Descriptor& d = r.descriptor();
+      std::string args = "\"dtype\":\"" + std::string(dataTypeName(d.dtype)) + "\",\"shape\":\"" +
+                         formatShape(d.shape) + "\",\"bytes\":" +
+                         std::to_string(d.numel() * static_cast<int64_t>(dataTypeSize(d.dtype))) +
+                         ",\"cached\":" + (r.cache_slot >= 0 ? "true" : "false");
+      timeline_->span(r.key.second, "NEGOTIATE", it->second.enqueued, ready_at, args);
+    }
+  }
+  auto lookup = [this](const RequestKey& key) -> LocalRequest* {
+    auto it = pending_.find(key);
+    return it == pending_.end() ? nullptr : &it->second;
+  };
+  auto done = [this](const RequestKey& key, std::shared_ptr<Tensor> output, std::vector<int64_t> result,
+                     std::exception_ptr error) {
+    finish(key, std::move(output), std::move(result), std::move(error));
+  };
+  for (const ExecutionUnit& unit : planExecution(responses, fusion_threshold_)) {
+    if (timeline_) {
+      auto now = Clock::now();
+      for (size_t i : unit.responses) {
+        if (pending_.count(responses[i].key)) timeline_->span(responses[i].key.second, "QUEUE", ready_at, now, "");
+      }
+    }
+    executor_.run(responses, unit, lookup, done);
+    for (size_t i : unit.responses) {
+      const Descriptor& d = responses[i].descriptor();
+      if (d.kind != kRemoveProcessSetKind || !responses[i].error.empty()) continue;
+      for (const RequestKey& key : cache_.dropProcessSet(d.root)) {
+        auto it = pending_.find(key);
+        if (it != pending_.end() && it->second.cache_slot >= 0) {
+          it->second.cache_slot = -1;
+          to_announce_.push_back(key);
+        }
+      }
+    }
+  }
+}
+
+void RuntimeImpl::finish(const RequestKey& key, std::shared_ptr<Tensor> output,
+                         std::vector<int64_t> result, std::exception_ptr error) {
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return;
+  std::shared_ptr<HandleImpl> handle = std::move(it->second.handle);
+  pending_.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_flight_.erase(key);
+  }
+  // Handles complete after the name is free, so a waiter may resubmit it at once.
+  if (error) {
+    handle->fail(error);
+  } else {
+    handle->succeed(std::move(output), std::move(result));
+  }
+}
+
+void RuntimeImpl::failEverything(std::exception_ptr error) {
+  std::vector<std::shared_ptr<HandleImpl>> victims;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!fatal_) fatal_ = error;
+    stopped_ = true;
+    for (LocalRequest& r : incoming_) victims.push_back(r.handle);
+    incoming_.clear();
+    in_flight_.clear();
+  }
+  for (auto& [key, r] : pending_) victims.push_back(r.handle);
+  pending_.clear();
+  to_announce_.clear();
+  for (auto& handle : victims) handle->fail(error);
+}
+
+}  // namespace ronde::runtime

@@ -1,0 +1,114 @@
+// The Runtime: requests from any thread go into `incoming_`; one background thread negotiates
+// them with the other ranks every cycle and runs what is ready on the communicator.
+//
+// Locking: mutex_ guards the hand-over between callers and the background thread (incoming_,
+// in_flight_, the stop and fatal state). Everything under "background thread only" is touched
+// by that thread alone (and by shutdown() once the thread has been joined).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "ronde/runtime.h"
+#include "runtime/executor.h"
+#include "runtime/local_request.h"
+#include "runtime/negotiation_table.h"
+#include "runtime/process_sets.h"
+#include "runtime/response_cache.h"
+#include "runtime/stall_inspector.h"
+#include "runtime/timeline.h"
+
+namespace ronde::runtime {
+
+class RuntimeImpl final : public Runtime {
+ public:
+  RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm);
+  ~RuntimeImpl() override;
+
+  void shutdown() override;
+  bool isInitialized() const override;
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int localRank() const override { return local_rank_; }
+  int localSize() const override { return local_size_; }
+  int crossRank() const override { return cross_rank_; }
+  int crossSize() const override { return cross_size_; }
+
+  std::shared_ptr<Handle> enqueue(Request request) override;
+  std::vector<std::shared_ptr<Handle>> enqueueGroup(std::vector<Request> requests) override;
+  int addProcessSet(std::vector<int> ranks) override;
+  void removeProcessSet(int id) override;
+  void startTimeline(const std::string& path, bool mark_cycles) override;
+  void stopTimeline() override;
+  void setFusionThreshold(int64_t bytes) override;
+  void setCycleTime(double milliseconds) override;
+  Communicator& communicator() override { return *comm_; }
+
+ private:
+  std::vector<std::shared_ptr<Handle>> submit(std::vector<Request> requests, bool grouped);
+  std::vector<std::shared_ptr<Handle>> submitDescribed(std::vector<LocalRequest> requests);
+  std::vector<int64_t> runInternal(Descriptor descriptor);
+  void backgroundLoop();
+  bool runCycle();  // false once the runtime stops
+  void drainIncoming();
+  // The cached fast path: true when some rank needs the full exchange this cycle.
+  bool exchangeCacheBits(bool need_full, std::vector<Response>* ready);
+  // The full exchange: every rank's announcements, gathered to every rank.
+  void exchangeAnnouncements(uint8_t flags, std::vector<Response>* ready, int* stopped_by);
+  void execute(std::vector<Response>& responses);
+  void finish(const RequestKey& key, std::shared_ptr<Tensor> output, std::vector<int64_t> result,
+              std::exception_ptr error);
+  void failEverything(std::exception_ptr error);
+  void applyTimelineRequest();
+  [[noreturn]] void throwUnusable() const;  // with mutex_ held
+
+  Settings settings_;
+  std::unique_ptr<Communicator> comm_;
+  int rank_, size_, local_rank_, local_size_, cross_rank_, cross_size_;
+  ProcessSets sets_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<LocalRequest> incoming_;  // guarded by mutex_
+  std::set<RequestKey> in_flight_;      // guarded by mutex_
+  bool stop_requested_ = false;         // guarded by mutex_
+  bool stopped_ = false;                // guarded by mutex_: the background thread ended
+  bool shut_down_ = false;              // guarded by mutex_: shutdown() ran
+  std::exception_ptr fatal_;            // guarded by mutex_
+  int process_set_calls_ = 0;           // guarded by mutex_
+
+  // Knobs: this rank's wish; rank 0's travels with the negotiation and everyone adopts it.
+  std::atomic<int64_t> wanted_fusion_threshold_;
+  std::atomic<double> wanted_cycle_ms_;
+  std::atomic<bool> knobs_changed_{true};
+
+  // Timeline changes from user threads, applied by the background thread at a cycle's start.
+  std::mutex timeline_mutex_;
+  bool timeline_change_ = false;                // guarded by timeline_mutex_
+  std::unique_ptr<Timeline> timeline_next_;     // guarded by timeline_mutex_; null: stop
+
+  // Background thread only.
+  std::map<RequestKey, LocalRequest> pending_;
+  std::vector<RequestKey> to_announce_;
+  NegotiationTable table_;
+  ResponseCache cache_;
+  Executor executor_;
+  StallInspector stall_inspector_;
+  std::unique_ptr<Timeline> timeline_;
+  int64_t fusion_threshold_;
+  double cycle_ms_;
+  uint64_t cycle_ = 0;
+  bool stall_stopped_ = false;
+  std::vector<uint8_t> cache_bits_;
+  std::vector<uint8_t> gathered_;
+
+  std::thread thread_;
+};
+
+}  // namespace ronde::runtime
