@@ -1,0 +1,107 @@
+"""Horovod's PyTorch API on ronde: ``import ronde.torch as hvd``.
+
+An existing Horovod script runs by changing its import. Collectives run on ronde's runtime
+(negotiated, fused, executed on a background thread); failures raise ronde._core.RondeError
+subclasses (HorovodInternalError is the same class), a cross-rank mismatch on every rank.
+"""
+
+from ronde import _core
+from ronde.torch.compression import Compression
+from ronde.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
+                                   broadcast_parameters)
+from ronde.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min,
+                                 MismatchError, Product, RondeError, Sum, allgather,
+                                 allgather_async, allreduce, allreduce_, allreduce_async,
+                                 allreduce_async_, alltoall, alltoall_async, barrier, broadcast,
+                                 broadcast_, broadcast_async, broadcast_async_,
+                                 grouped_allgather, grouped_allgather_async, grouped_allreduce,
+                                 grouped_allreduce_, grouped_allreduce_async,
+                                 grouped_allreduce_async_, grouped_reducescatter, join, poll,
+                                 reducescatter, reducescatter_async, synchronize)
+from ronde.torch.optimizer import DistributedOptimizer
+from ronde.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
+                                      remove_process_set)
+from ronde.torch.sync_batch_norm import SyncBatchNorm
+
+size = _core.size
+rank = _core.rank
+local_size = _core.local_size
+local_rank = _core.local_rank
+cross_size = _core.cross_size
+cross_rank = _core.cross_rank
+is_initialized = _core.is_initialized
+shutdown = _core.shutdown
+
+
+def init(comm=None, process_sets=None):
+    """Joins the job started by `ronde run` (or mpirun/srun). Calling it again is harmless.
+
+    comm: accepted for Horovod compatibility; ronde always uses every rank of the job.
+    process_sets: ProcessSets to register now (every rank must pass the same ones).
+    """
+    if comm is not None and comm != []:
+        raise ValueError("ronde.torch.init: an MPI communicator is not supported")
+    _core.init()
+    for process_set in process_sets or []:
+        if process_set.process_set_id is None:
+            add_process_set(process_set)
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    return size() == local_size() * cross_size()
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing a Chrome-trace timeline of every collective to `file_path`."""
+    _core.start_timeline(file_path, mark_cycles)
+
+
+def stop_timeline():
+    _core.stop_timeline()
+
+
+# What this build has. ronde has its own shared-memory and TCP transports; MPI, Gloo, NCCL,
+# DDL, oneCCL, CUDA and ROCm are not part of it.
+def mpi_built():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_threads_supported():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def nccl_built():
+    return 0
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def ronde_built():
+    return True

@@ -1,0 +1,461 @@
+"""Collectives on torch tensors, with Horovod's names, signatures, defaults and semantics.
+
+Every collective is named; unnamed ones get ``<kind>.noname.<n>`` from a per-process counter,
+so ranks that call collectives in the same order agree on the names. Async calls return an
+integer handle for ``poll`` and ``synchronize``; the request holds the tensors it reads and
+writes until it completes.
+"""
+
+import itertools
+import warnings
+
+import torch
+
+from ronde import _core
+from ronde.torch.process_sets import ProcessSet, global_process_set
+
+# Reduction ops, as Horovod numbers them.
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+# ronde::ReduceOp
+_CORE_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+
+# ronde::RequestKind
+_ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER, _JOIN = range(7)
+
+# ronde::DataType
+_DTYPES = {
+    torch.uint8: 0,
+    torch.int8: 1,
+    torch.int16: 2,
+    torch.int32: 3,
+    torch.int64: 4,
+    torch.float16: 5,
+    torch.bfloat16: 6,
+    torch.float32: 7,
+    torch.float64: 8,
+    torch.bool: 9,
+}
+
+HorovodInternalError = _core.RondeError
+RondeError = _core.RondeError
+MismatchError = _core.MismatchError
+
+_counter = itertools.count()
+_next_handle = itertools.count(1)
+# handle -> (core handle, finish(core handle) -> result)
+_handles = {}
+
+
+def _name(kind, name):
+    if name is None:
+        return "%s.noname.%d" % (kind, next(_counter))
+    return "%s.%s" % (kind, name)
+
+
+def _ref(tensor):
+    """The runtime's view of a contiguous tensor; the request holds `tensor` alive."""
+    code = _DTYPES.get(tensor.dtype)
+    if code is None:
+        raise ValueError("ronde does not support tensors of dtype %s" % tensor.dtype)
+    device = tensor.device.index if tensor.device.type == "cuda" else -1
+    return _core.TensorRef(tensor, tensor.data_ptr(), code, list(tensor.shape), device)
+
+
+def _allocator(like):
+    def allocate(shape):
+        return _ref(torch.empty(shape, dtype=like.dtype, device=like.device))
+    return allocate
+
+
+def _spec(kind, name, tensor, output=None, allocate=None, op=Sum, prescale=1.0, postscale=1.0,
+          root=0, splits=(), process_set=global_process_set):
+    return (kind, name, _ref(tensor) if tensor is not None else None,
+            _ref(output) if output is not None else None, allocate, _CORE_OPS[op],
+            float(prescale), float(postscale), int(root), list(splits),
+            process_set.process_set_id)
+
+
+def _register(core_handle, finish):
+    handle = next(_next_handle)
+    _handles[handle] = (core_handle, finish)
+    return handle
+
+
+def _check_op(op, average):
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                      DeprecationWarning)
+        op = Average if average else Sum
+    if op is None:
+        op = Average
+    if op == Adasum:
+        raise NotImplementedError("ronde does not implement Adasum yet; use op=hvd.Average")
+    if op not in _CORE_OPS:
+        raise ValueError("unknown reduction op %r" % (op,))
+    return op
+
+
+def _writable(tensor):
+    """A contiguous tensor to write into, and how to copy it back into `tensor`."""
+    if tensor.is_contiguous():
+        return tensor, lambda out: out
+    staged = tensor.contiguous()
+
+    def copy_back(out):
+        tensor.copy_(out)
+        return tensor
+    return staged, copy_back
+
+
+def poll(handle):
+    """True once the async operation behind `handle` has finished; never blocks."""
+    if handle not in _handles:
+        raise ValueError("poll: unknown handle %r" % (handle,))
+    return _handles[handle][0].poll()
+
+
+def synchronize(handle):
+    """Waits for the async operation behind `handle` and returns its result."""
+    if handle not in _handles:
+        return None
+    core_handle, finish = _handles.pop(handle)
+    core_handle.wait()
+    return finish(core_handle)
+
+
+# --- allreduce -------------------------------------------------------------------------------
+
+def _allreduce_spec(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    return _spec(_ALLREDUCE, name, tensor, output, op=op, prescale=prescale_factor,
+                 postscale=postscale_factor, process_set=process_set)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts an out-of-place allreduce; synchronize(handle) returns the reduced tensor."""
+    op = _check_op(op, average)
+    source = tensor.contiguous()
+    output = torch.empty_like(source)
+    core = _core.enqueue(_allreduce_spec(source, output, _name("allreduce", name), op,
+                                         prescale_factor, postscale_factor, process_set))
+    return _register(core, lambda h: output)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts an in-place allreduce; synchronize(handle) returns `tensor`."""
+    op = _check_op(op, average)
+    target, finish = _writable(tensor)
+    core = _core.enqueue(_allreduce_spec(target, target, _name("allreduce", name), op,
+                                         prescale_factor, postscale_factor, process_set))
+    return _register(core, lambda h: finish(target))
+
+
+class _Allreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
+        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor,
+                                           postscale_factor, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=ctx.op, prescale_factor=ctx.prescale_factor,
+                         postscale_factor=ctx.postscale_factor, process_set=ctx.process_set)
+        return grad, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` over all ranks and returns the result; differentiable."""
+    from ronde.torch.compression import Compression
+    compression = compression or Compression.none
+    op = _check_op(op, average)
+    compressed, context = compression.compress(tensor)
+    reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor,
+                               process_set)
+    return compression.decompress(reduced, context)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` in place over all ranks and returns it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+def _grouped_names(kind, name, count):
+    base = _name(kind, name)
+    return ["%s.%d" % (base, i) for i in range(count)]
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    op = _check_op(op, average)
+    sources = [t.contiguous() for t in tensors]
+    outputs = [torch.empty_like(t) for t in sources]
+    names = _grouped_names("grouped_allreduce", name, len(tensors))
+    specs = [_allreduce_spec(s, o, n, op, prescale_factor, postscale_factor, process_set)
+             for s, o, n in zip(sources, outputs, names)]
+    cores = _core.enqueue_group(specs)
+    return _register(_Group(cores), lambda h: outputs)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    op = _check_op(op, average)
+    staged = [_writable(t) for t in tensors]
+    names = _grouped_names("grouped_allreduce", name, len(tensors))
+    specs = [_allreduce_spec(t, t, n, op, prescale_factor, postscale_factor, process_set)
+             for (t, _), n in zip(staged, names)]
+    cores = _core.enqueue_group(specs)
+    return _register(_Group(cores), lambda h: [finish(t) for t, finish in staged])
+
+
+class _GroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allreduce_async(
+            list(tensors), None, name, op, prescale_factor, postscale_factor, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce(list(grad_outputs), op=ctx.op,
+                                  prescale_factor=ctx.prescale_factor,
+                                  postscale_factor=ctx.postscale_factor,
+                                  process_set=ctx.process_set)
+        return (None, None, None, None, None) + tuple(grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """Reduces a list of tensors as one negotiated, fused group; differentiable."""
+    from ronde.torch.compression import Compression
+    compression = compression or Compression.none
+    op = _check_op(op, average)
+    compressed = [compression.compress(t) for t in tensors]
+    reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
+                                      *[c for c, _ in compressed])
+    return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+class _Group:
+    """Several core handles behaving as one."""
+
+    def __init__(self, cores):
+        self.cores = cores
+
+    def poll(self):
+        return all(c.poll() for c in self.cores)
+
+    def wait(self):
+        for c in self.cores:
+            c.wait()
+
+
+# --- allgather -------------------------------------------------------------------------------
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts an allgather along the first dimension (ranks may differ in that dimension)."""
+    source = tensor.contiguous()
+    core = _core.enqueue(_spec(_ALLGATHER, _name("allgather", name), source,
+                               allocate=_allocator(source), process_set=process_set))
+    return _register(core, lambda h: h.output())
+
+
+class _Allgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 1
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        rows = allgather(torch.tensor([ctx.rows], dtype=torch.int64),
+                         process_set=ctx.process_set)
+        offset = int(rows[:ctx.process_set.rank()].sum().item())
+        return grad.narrow(0, offset, ctx.rows), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenates every rank's tensor along the first dimension; differentiable."""
+    return _Allgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    sources = [t.contiguous() for t in tensors]
+    names = _grouped_names("grouped_allgather", name, len(tensors))
+    specs = [_spec(_ALLGATHER, n, s, allocate=_allocator(s), process_set=process_set)
+             for s, n in zip(sources, names)]
+    group = _Group(_core.enqueue_group(specs))
+    return _register(group, lambda h: [c.output() for c in h.cores])
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+# --- broadcast -------------------------------------------------------------------------------
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts an in-place broadcast of root_rank's `tensor`."""
+    target, finish = _writable(tensor)
+    core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name), target, target,
+                               root=root_rank, process_set=process_set))
+    return _register(core, lambda h: finish(target))
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts an out-of-place broadcast; `tensor` is left as it is."""
+    output = tensor.detach().clone(memory_format=torch.contiguous_format)
+    core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name), output, output,
+                               root=root_rank, process_set=process_set))
+    return _register(core, lambda h: output)
+
+
+class _Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank = root_rank
+        ctx.process_set = process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        if ctx.process_set.rank() != ctx.root_rank:
+            grad = grad * 0
+        return grad, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns root_rank's `tensor` on every rank; differentiable."""
+    return _Broadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Overwrites `tensor` with root_rank's and returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# --- alltoall --------------------------------------------------------------------------------
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts an alltoall; synchronize(handle) returns (output, received_splits)."""
+    source = tensor.contiguous()
+    if splits is None:
+        ranks = process_set.size()
+        rows = source.shape[0] if source.dim() > 0 else 0
+        if rows % ranks != 0:
+            raise ValueError("alltoall without splits needs the first dimension (%d) to be "
+                             "divisible by the number of ranks (%d)" % (rows, ranks))
+        split_list = [rows // ranks] * ranks
+    else:
+        if isinstance(splits, torch.Tensor):
+            split_list = [int(s) for s in splits.tolist()]
+        else:
+            split_list = [int(s) for s in splits]
+    core = _core.enqueue(_spec(_ALLTOALL, _name("alltoall", name), source,
+                               allocate=_allocator(source), splits=split_list,
+                               process_set=process_set))
+
+    def finish(h):
+        return h.output(), torch.tensor(h.result(), dtype=torch.int32)
+    return _register(core, finish)
+
+
+class _Alltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received = received
+        ctx.process_set = process_set
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, *ignored):
+        grad, _ = alltoall(grad_output, splits=ctx.received, process_set=ctx.process_set)
+        return grad, None, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[j] first-dimension rows to rank j and gathers what every rank sent here.
+
+    Returns the gathered tensor, and with `splits` given also the rows received from each rank.
+    Differentiable.
+    """
+    return _Alltoall.apply(tensor, splits, name, process_set)
+
+
+# --- reducescatter ---------------------------------------------------------------------------
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reducescatter: rank r gets its share of the first dimension of the reduction."""
+    op = _check_op(op, None)
+    source = tensor.contiguous()
+    core = _core.enqueue(_spec(_REDUCESCATTER, _name("reducescatter", name), source,
+                               allocate=_allocator(source), op=op, prescale=prescale_factor,
+                               postscale=postscale_factor, process_set=process_set))
+    return _register(core, lambda h: h.output())
+
+
+def reducescatter(tensor, name=None, compression=None, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    from ronde.torch.compression import Compression
+    compression = compression or Compression.none
+    compressed, context = compression.compress(tensor)
+    output = synchronize(reducescatter_async(compressed, name, op, process_set, prescale_factor,
+                                             postscale_factor))
+    return compression.decompress(output, context)
+
+
+def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    return [reducescatter(t, None if name is None else "%s.%d" % (name, i), compression, op,
+                          process_set, prescale_factor, postscale_factor)
+            for i, t in enumerate(tensors)]
+
+
+# --- join and barrier ------------------------------------------------------------------------
+
+def join(device=-1):
+    """Marks this rank done: until every rank has joined, it contributes zeros to the other
+    ranks' allreduces. Returns the rank that joined last."""
+    core = _core.enqueue(_spec(_JOIN, _name("join", None), None))
+    return synchronize(_register(core, lambda h: int(h.result()[0]) if h.result() else -1))
+
+
+def barrier(process_set=global_process_set):
+    """Blocks until every rank of the process set has reached the barrier."""
+    core = _core.enqueue(_spec(_BARRIER, _name("barrier", None), None,
+                               process_set=process_set))
+    synchronize(_register(core, lambda h: None))

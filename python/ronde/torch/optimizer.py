@@ -1,0 +1,264 @@
+"""DistributedOptimizer: averages gradients across ranks while backward is still running.
+
+A hook on each parameter's gradient accumulator starts that gradient's allreduce as soon as
+backward has produced it; step() (or synchronize()) waits for all of them, then lets the
+wrapped optimizer update the parameters.
+"""
+
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from ronde import _core
+from ronde.torch.compression import Compression
+from ronde.torch.mpi_ops import (Adasum, Average, allreduce_async_, grouped_allreduce_async_,
+                                 synchronize as _synchronize_handle)
+from ronde.torch.process_sets import global_process_set
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
+                 op=Average, gradient_predivide_factor=1.0, groups=None,
+                 sparse_as_dense=False, process_set=global_process_set):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [("allreduce.noname.%s.%s" % (i, j), v)
+                                for i, group in enumerate(self.param_groups)
+                                for j, v in enumerate(group["params"])]
+        if any(not isinstance(p, tuple) for p in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                             "usually produced by model.named_parameters().")
+        names = [k for k, _ in named_parameters]
+        duplicates = sorted({k for k in names if names.count(k) > 1})
+        if duplicates:
+            raise ValueError("Parameter names in named_parameters must be unique. "
+                             "Found duplicates: %s" % ", ".join(duplicates))
+        all_ids = {id(v) for group in self.param_groups for v in group["params"]}
+        named_ids = {id(v) for _, v in named_parameters}
+        unnamed = all_ids - named_ids
+        if unnamed:
+            raise ValueError("named_parameters was specified, but one or more model parameters "
+                             "were not named. Python object ids: %s"
+                             % ", ".join(str(i) for i in sorted(unnamed)))
+
+        self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {v: backward_passes_per_step for _, v in named_parameters}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
+        self._handles = {}
+        self._grad_accs = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+
+        # Groups: lists of parameters reduced together as one fused, negotiated group.
+        self._p_to_group = {}
+        self._group_counts = {}
+        if groups is not None:
+            if isinstance(groups, int):
+                ordered = [v for group in self.param_groups for v in group["params"]
+                           if v.requires_grad]
+                size = max(1, -(-len(ordered) // max(groups, 1)))
+                group_list = [ordered[i:i + size] for i in range(0, len(ordered), size)]
+            else:
+                group_list = [list(g) for g in groups]
+            for group in group_list:
+                key = tuple(group)
+                self._group_counts[key] = 0
+                for p in group:
+                    self._p_to_group[p] = key
+
+        if _core.size() > 1:
+            self._register_hooks()
+
+    def load_state_dict(self, *args, **kwargs):
+        self._handles = {}
+        self._synchronized = False
+        self._should_synchronize = True
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def _register_hooks(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    self._requires_update.add(p)
+                    # The accumulator node is reached through a view; keep it alive.
+                    accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+                    accumulator.register_hook(self._make_hook(p))
+                    self._grad_accs.append(accumulator)
+
+    def _scaling(self):
+        if self.op == Average:
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _gradient(self, p):
+        if p.grad is None:
+            # Not computed here (dynamic graph), but other ranks may have: contribute zeros.
+            p.grad = torch.zeros_like(p)
+        tensor = p.grad
+        if tensor.is_sparse:
+            if not self.sparse_as_dense:
+                raise NotImplementedError("sparse gradients need sparse_as_dense=True in ronde")
+            tensor = tensor.to_dense()
+            p.grad = tensor
+        return tensor
+
+    def _allreduce_grad_async(self, p):
+        compressed, ctx = self._compression.compress(self._gradient(p))
+        prescale, postscale = self._scaling()
+        handle = allreduce_async_(compressed, name=self._parameter_names.get(p), op=self.op,
+                                  prescale_factor=prescale, postscale_factor=postscale,
+                                  process_set=self.process_set)
+        return handle, (compressed, ctx)
+
+    def _grouped_allreduce_grad_async(self, params):
+        compressed = [self._compression.compress(self._gradient(p)) for p in params]
+        prescale, postscale = self._scaling()
+        name = "group." + self._parameter_names.get(params[0])
+        handle = grouped_allreduce_async_([c for c, _ in compressed], name=name, op=self.op,
+                                          prescale_factor=prescale, postscale_factor=postscale,
+                                          process_set=self.process_set)
+        return handle, compressed
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            if p in self._handles and self._handles[p][0] is not None:
+                if self._allreduce_delay[p] <= 0:
+                    raise AssertionError(
+                        "Gradients were computed more than backward_passes_per_step times "
+                        "before call to step(). Increase backward_passes_per_step to "
+                        "accumulate gradients locally.")
+            assert not p.grad.requires_grad
+            assert self._allreduce_delay[p] > 0
+            handle, ctx = None, None
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] == 0:
+                group = self._p_to_group.get(p)
+                if group is None:
+                    handle, ctx = self._allreduce_grad_async(p)
+                else:
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        for member in group:
+                            self._handles.pop(member, None)
+                        self._handles[group] = self._grouped_allreduce_grad_async(group)
+                        self._group_counts[group] = 0
+                        return
+            self._handles[p] = (handle, ctx)
+        return hook
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce and writes the averages into p.grad."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
+        done = set()
+        for key in self._handles:
+            done.update(key if isinstance(key, tuple) else (key,))
+        for p in sorted(self._requires_update - done, key=lambda q: self._parameter_names[q]):
+            group = self._p_to_group.get(p)
+            if group is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+        # Groups that some member never reached (or that were partly submitted).
+        for group in self._group_counts:
+            if group not in self._handles and any(p in self._requires_update for p in group):
+                for member in group:
+                    self._handles.pop(member, None)
+                self._handles[group] = self._grouped_allreduce_grad_async(group)
+                self._group_counts[group] = 0
+        for key, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                self._handles[key] = self._allreduce_grad_async(key)
+
+        for key, (handle, ctx) in self._handles.items():
+            outputs = _synchronize_handle(handle)
+            if isinstance(key, tuple):
+                for p, output, (_, context) in zip(key, outputs, ctx):
+                    self._allreduce_delay[p] = self.backward_passes_per_step
+                    self._store(p, output, context)
+            else:
+                self._allreduce_delay[key] = self.backward_passes_per_step
+                self._store(key, outputs, ctx[1])
+        self._handles.clear()
+        self._synchronized = True
+
+    def _store(self, p, output, context):
+        reduced = self._compression.decompress(output, context)
+        if reduced.data_ptr() != p.grad.data_ptr():
+            p.grad.copy_(reduced)
+
+    @contextmanager
+    def skip_synchronize(self):
+        """Within this context step() does not synchronize: use after calling synchronize()
+        yourself (e.g. to clip the averaged gradients)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "context after optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                                 "before optimizer.step() or optimizer.synchronize(). This is "
+                                 "prohibited as it can cause a race condition.")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """Wraps `optimizer` so that step() applies gradients averaged over all ranks.
+
+    named_parameters: model.named_parameters(), naming each gradient's allreduce (unique).
+    compression: Compression.none or Compression.fp16 for the gradients on the wire.
+    backward_passes_per_step: local accumulation passes before each allreduce.
+    op: Average (default) or Sum. gradient_predivide_factor: with Average, divide by this
+    before the sum and by size/factor after. groups: an int (that many groups) or lists of
+    parameters, each reduced together as one group.
+    """
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op == Adasum:
+        raise NotImplementedError("ronde does not implement Adasum yet; use op=hvd.Average")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed",
+                      DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if groups is not None and not (isinstance(groups, list) or groups > 0):
+        raise ValueError("groups should be a non-negative integer or a list of lists of "
+                         "torch.Tensor.")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)

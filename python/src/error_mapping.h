@@ -1,0 +1,12 @@
+// The one place where ronde::ErrorCode meets Python exceptions.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace ronde::python {
+
+// Adds RondeError (a RuntimeError) and one subclass per ErrorCode to `module`, and
+// translates every ronde::Error crossing into Python to the class of its code.
+void registerErrors(pybind11::module_& module);
+
+}  // namespace ronde::python
