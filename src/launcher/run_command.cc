@@ -31,6 +31,9 @@ namespace {
 constexpr int kExitBadInput = 2;
 constexpr int kExitUnreachable = 1;
 
+// "user@host" names the ssh login; the host is the part after '@'.
+std::string hostPart(const std::string& host) { return host.substr(host.find('@') + 1); }
+
 // 32 random bytes as hex: the job secret every connection to the job must prove it knows.
 std::string makeSecret() {
   unsigned char bytes[32];
@@ -98,7 +101,7 @@ StoreAddresses chooseStoreAddresses(const std::vector<std::string>& hosts,
   std::set<std::string> distinct;
   for (const std::string& host : hosts) {
     if (is_local.at(host)) continue;
-    std::string address = sourceAddressToward(host);
+    std::string address = sourceAddressToward(hostPart(host));
     if (address.empty()) {
       auto found = seen_as.find(host);
       if (found != seen_as.end()) address = found->second;
@@ -186,7 +189,7 @@ int runJob(const RunOptions& options) {
   for (const RankPlacement& placement : placements) {
     if (is_local.count(placement.host) != 0) continue;
     hosts.push_back(placement.host);
-    bool local = isLocalHost(placement.host);
+    bool local = isLocalHost(hostPart(placement.host));
     is_local[placement.host] = local;
     if (!local) remote_hosts.push_back(placement.host);
   }
@@ -230,8 +233,9 @@ int runJob(const RunOptions& options) {
   std::vector<WorkerLaunch> launches;
   for (const RankPlacement& placement : placements) {
     bool local = is_local[placement.host];
-    bool loopback_name = placement.host == "localhost" || placement.host.rfind("127.", 0) == 0;
-    std::string hostname = local && loopback_name ? localHostName() : placement.host;
+    std::string name = hostPart(placement.host);
+    bool loopback_name = name == "localhost" || name.rfind("127.", 0) == 0;
+    std::string hostname = local && loopback_name ? localHostName() : name;
     std::string store_address =
         addresses.per_host[placement.host] + ":" + std::to_string(store_port);
     EnvList variables = workerVariables(placement, hostname, store_address, job);
