@@ -101,8 +101,7 @@ void printSettings() {
 
 int checkBuild(bool print_settings) {
   std::string mpi_runtime = firstLineOf({"mpirun", "--version"});
-  std::printf("ronde %s (%s, %s)\n\n", RONDE_BUILD_VERSION, RONDE_BUILD_COMPILER,
-              RONDE_BUILD_TYPE);
+  std::printf("ronde %s (%s, %s)\n\n", RONDE_BUILD_VERSION, RONDE_BUILD_COMPILER, RONDE_BUILD_TYPE);
   printSection("Transports", {
                                  {RONDE_BUILD_HAS_SHM != 0, "shm", "shared memory, one host"},
                                  {RONDE_BUILD_HAS_TCP != 0, "tcp", "across hosts"},
@@ -116,12 +115,12 @@ int checkBuild(bool print_settings) {
                                {RONDE_BUILD_HAS_MPI != 0, "MPI", mpi_detail},
                                {RONDE_BUILD_HAS_NCCL != 0, "NCCL", ""},
                            });
-  printSection("Frontends", {
-                                {true, "C++", "include/ronde"},
-                                {RONDE_BUILD_HAS_LIBTORCH != 0, "LibTorch",
-                                 RONDE_BUILD_LIBTORCH_VERSION},
-                                pytorchFrontend(),
-                            });
+  printSection("Frontends",
+               {
+                   {true, "C++", "include/ronde"},
+                   {RONDE_BUILD_HAS_LIBTORCH != 0, "LibTorch", RONDE_BUILD_LIBTORCH_VERSION},
+                   pytorchFrontend(),
+               });
   if (print_settings) printSettings();
   return 0;
 }

@@ -90,8 +90,7 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          "Write a timeline of collective operations (Chrome trace JSON) to this file")
       ->group("Timeline");
   run->add_flag_callback(
-         "--timeline-mark-cycles",
-         [env] { setVariable(env, "RONDE_TIMELINE_MARK_CYCLES", "1"); },
+         "--timeline-mark-cycles", [env] { setVariable(env, "RONDE_TIMELINE_MARK_CYCLES", "1"); },
          "Mark fusion cycles on the timeline")
       ->group("Timeline");
   run->add_flag_callback(
@@ -120,8 +119,8 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
            setVariable(env, "RONDE_LOG_LEVEL", upper);
          },
          "Workers' log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (default WARNING)")
-      ->check(CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"},
-                            CLI::ignore_case))
+      ->check(
+          CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}, CLI::ignore_case))
       ->group("Logging");
   run->add_option_function<double>(
          "--start-timeout",
@@ -150,8 +149,7 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
   run->add_option("-p,--ssh-port", options->ssh_port, "ssh port on all hosts")
       ->check(CLI::Range(1, 65535))
       ->group("ssh");
-  run->add_option("-i,--ssh-identity-file", options->ssh_identity_file,
-                  "Private key file ssh uses")
+  run->add_option("-i,--ssh-identity-file", options->ssh_identity_file, "Private key file ssh uses")
       ->group("ssh");
   run->add_option("--ssh-option", options->ssh_options,
                   "Extra ssh option, as for 'ssh -o' (repeatable)")

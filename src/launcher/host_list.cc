@@ -71,8 +71,7 @@ std::vector<HostSlots> parseHostList(const std::string& text) {
     std::string entry = trim(item);
     std::string context = "-H " + entry;
     if (entry.empty()) {
-      throw makeError(ErrorCode::kInvalidArgument, "-H ", text,
-                      ": empty entry (stray comma?)");
+      throw makeError(ErrorCode::kInvalidArgument, "-H ", text, ": empty entry (stray comma?)");
     }
     HostSlots host;
     size_t colon = entry.find(':');

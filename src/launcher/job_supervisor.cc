@@ -159,8 +159,7 @@ std::string JobSupervisor::describe(const Worker& worker) const {
   std::ostringstream out;
   int status = worker.child->waitStatus();
   out << "rank " << worker.launch.placement.rank << " on host " << worker.launch.placement.host
-      << " "
-      << (worker.launch.remote ? describeRemoteStatus(status) : describeWaitStatus(status));
+      << " " << (worker.launch.remote ? describeRemoteStatus(status) : describeWaitStatus(status));
   return out.str();
 }
 

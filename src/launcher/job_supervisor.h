@@ -27,9 +27,9 @@ namespace ronde::launcher {
 
 struct WorkerLaunch {
   RankPlacement placement;
-  bool remote = false;       // started through ssh; `request` runs the ssh client
+  bool remote = false;  // started through ssh; `request` runs the ssh client
   SpawnRequest request;
-  std::string stdin_data;    // written to the child's stdin pipe right after it starts
+  std::string stdin_data;  // written to the child's stdin pipe right after it starts
 };
 
 struct SupervisorOptions {

@@ -47,8 +47,8 @@ std::vector<InterfaceAddress> interfaceAddresses() {
   if (::getifaddrs(&list) != 0) return found;
   for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
     if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
-    found.push_back({entry->ifa_name,
-                     toText(reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr)});
+    found.push_back(
+        {entry->ifa_name, toText(reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr)});
   }
   ::freeifaddrs(list);
   return found;

@@ -47,9 +47,8 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 }
 
 // Runs in the forked child: only async-signal-safe calls until execve.
-[[noreturn]] void execChild(pid_t parent, int stdin_fd, int stdout_fd, int stderr_fd,
-                            int error_fd, const char* path, char* const* argv,
-                            char* const* envp) {
+[[noreturn]] void execChild(pid_t parent, int stdin_fd, int stdout_fd, int stderr_fd, int error_fd,
+                            const char* path, char* const* argv, char* const* envp) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
@@ -92,9 +91,8 @@ ChildProcess ChildProcess::spawn(const SpawnRequest& request) {
   std::string path = findExecutable(request.argv[0], lookupPath(request.environment));
   if (path.empty()) {
     throw makeError(ErrorCode::kInvalidArgument, request.argv[0],
-                    request.argv[0].find('/') == std::string::npos
-                        ? ": command not found on PATH"
-                        : ": no such executable file");
+                    request.argv[0].find('/') == std::string::npos ? ": command not found on PATH"
+                                                                   : ": no such executable file");
   }
 
   // Everything the child needs is laid out before fork: the child may not allocate.
@@ -119,8 +117,8 @@ ChildProcess ChildProcess::spawn(const SpawnRequest& request) {
   pid_t pid = ::fork();
   if (pid < 0) throw makeError(ErrorCode::kIo, "fork: ", std::strerror(errno));
   if (pid == 0) {
-    execChild(parent, stdin_read.get(), stdout_write.get(), stderr_write.get(),
-              error_write.get(), path.c_str(), argv.data(), envp.data());
+    execChild(parent, stdin_read.get(), stdout_write.get(), stderr_write.get(), error_write.get(),
+              path.c_str(), argv.data(), envp.data());
   }
   // Set the group from both sides, so it is in place before anyone signals it.
   ::setpgid(pid, pid);

@@ -176,8 +176,8 @@ int runJob(const RunOptions& options) {
       for (const HostSlots& host : hosts) num_ranks += host.slots;
     }
     placements = placeRanks(hosts, num_ranks);
-    passed = resolvePassedVariables(options.env_requests,
-                                    [](const std::string& name) { return std::getenv(name.c_str()); });
+    passed = resolvePassedVariables(
+        options.env_requests, [](const std::string& name) { return std::getenv(name.c_str()); });
   } catch (const Error& error) {
     report(error.what());
     return kExitBadInput;
@@ -248,10 +248,9 @@ int runJob(const RunOptions& options) {
     } else {
       EnvList remote_variables = forwardedSettings(environ, variables);
       remote_variables.insert(remote_variables.end(), variables.begin(), variables.end());
-      launch.request = {
-          sshArgv(ssh, placement.host,
-                  remoteWorkerCommand(directory, remote_variables, options.command)),
-          launcher_environment, true};
+      launch.request = {sshArgv(ssh, placement.host,
+                                remoteWorkerCommand(directory, remote_variables, options.command)),
+                        launcher_environment, true};
       launch.stdin_data = remoteStdinPreamble(job.secret);
     }
     if (options.verbose) {

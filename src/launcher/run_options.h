@@ -17,13 +17,13 @@ struct RunOptions {
   std::string ssh_identity_file;
   std::vector<std::string> ssh_options;  // --ssh-option, passed as `ssh -o`
   std::string network_interface;
-  std::string output_directory;          // --output-filename
+  std::string output_directory;  // --output-filename
   bool prefix_timestamp = false;
   bool verbose = false;
-  double start_timeout_seconds = 30;     // for the launcher's own checks (ssh)
-  double grace_seconds = 5;              // SIGTERM to SIGKILL when stopping workers
-  std::vector<std::string> env_requests; // -x NAME or -x NAME=value
-  EnvList settings;                      // RONDE_* variables from the tuning flags
+  double start_timeout_seconds = 30;      // for the launcher's own checks (ssh)
+  double grace_seconds = 5;               // SIGTERM to SIGKILL when stopping workers
+  std::vector<std::string> env_requests;  // -x NAME or -x NAME=value
+  EnvList settings;                       // RONDE_* variables from the tuning flags
   std::vector<std::string> command;
 };
 

@@ -4,8 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <memory>
 #include <sstream>
@@ -60,12 +60,12 @@ std::string shellQuote(const std::string& text) {
 
 std::vector<std::string> sshArgv(const SshOptions& options, const std::string& host,
                                  const std::string& remote_command) {
-  std::vector<std::string> argv = {"ssh", "-T",
-                                   "-o", "BatchMode=yes",
-                                   "-o", "StrictHostKeyChecking=no",
-                                   "-o", "LogLevel=ERROR",
-                                   "-o", "ConnectTimeout=" +
-                                             std::to_string(options.connect_timeout_seconds)};
+  std::vector<std::string> argv = {
+      "ssh", "-T",
+      "-o",  "BatchMode=yes",
+      "-o",  "StrictHostKeyChecking=no",
+      "-o",  "LogLevel=ERROR",
+      "-o",  "ConnectTimeout=" + std::to_string(options.connect_timeout_seconds)};
   if (options.port > 0) {
     argv.push_back("-p");
     argv.push_back(std::to_string(options.port));
@@ -115,16 +115,15 @@ std::vector<SshProbeResult> probeHosts(const std::vector<std::string>& hosts,
   for (const std::string& host : hosts) {
     Probe probe;
     probe.result.host = host;
-    SpawnRequest request{sshArgv(options, host, "echo \"$SSH_CONNECTION\""), environment,
-                         false};
+    SpawnRequest request{sshArgv(options, host, "echo \"$SSH_CONNECTION\""), environment, false};
     probe.child = std::make_unique<ChildProcess>(ChildProcess::spawn(request));
     probe.out = probe.child->takeStdout();
     probe.err = probe.child->takeStderr();
     probes.push_back(std::move(probe));
   }
 
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::seconds(options.connect_timeout_seconds + 5);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options.connect_timeout_seconds + 5);
   while (true) {
     std::vector<pollfd> fds;
     std::vector<std::pair<Probe*, bool>> owners;  // which probe, stdout or stderr
@@ -171,8 +170,8 @@ std::vector<SshProbeResult> probeHosts(const std::vector<std::string>& hosts,
     for (int i = 0; i < 100 && !probe.child->poll(); ++i) ::usleep(10000);
     SshProbeResult& result = probe.result;
     if (!probe.child->exited()) {
-      result.error = "no answer within " + std::to_string(options.connect_timeout_seconds + 5) +
-                     " seconds";
+      result.error =
+          "no answer within " + std::to_string(options.connect_timeout_seconds + 5) + " seconds";
     } else if (probe.child->waitStatus() != 0) {
       result.error = trimmed(probe.err_text);
       if (result.error.empty()) {

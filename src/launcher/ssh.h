@@ -17,9 +17,9 @@
 namespace ronde::launcher {
 
 struct SshOptions {
-  int port = 0;                       // 0: ssh's default
-  std::string identity_file;          // empty: ssh's default
-  std::vector<std::string> options;   // extra "-o" options, e.g. "UserKnownHostsFile=/dev/null"
+  int port = 0;                      // 0: ssh's default
+  std::string identity_file;         // empty: ssh's default
+  std::vector<std::string> options;  // extra "-o" options, e.g. "UserKnownHostsFile=/dev/null"
   int connect_timeout_seconds = 10;
 };
 

@@ -61,8 +61,7 @@ EnvList workerVariables(const RankPlacement& placement, const std::string& hostn
   return env;
 }
 
-EnvList resolvePassedVariables(const std::vector<std::string>& requests,
-                               const EnvLookup& lookup) {
+EnvList resolvePassedVariables(const std::vector<std::string>& requests, const EnvLookup& lookup) {
   EnvList env;
   for (const std::string& request : requests) {
     size_t equals = request.find('=');

@@ -40,8 +40,7 @@ TEST(HostList, NamesTheMalformedPiece) {
             "-H a:x: slot count 'x' is not a positive integer");
   EXPECT_EQ(errorOf([] { parseHostList("a:0"); }),
             "-H a:0: slot count '0' is not a positive integer");
-  EXPECT_EQ(errorOf([] { parseHostList("a:2,,b:1"); }),
-            "-H a:2,,b:1: empty entry (stray comma?)");
+  EXPECT_EQ(errorOf([] { parseHostList("a:2,,b:1"); }), "-H a:2,,b:1: empty entry (stray comma?)");
   EXPECT_EQ(errorOf([] { parseHostList("a:2,"); }), "-H a:2,: empty entry (stray comma?)");
   EXPECT_EQ(errorOf([] { parseHostList(":2"); }), "-H :2: empty host name");
   EXPECT_EQ(errorOf([] { parseHostList("a b:2"); }), "-H a b:2: 'a b' is not a valid host name");
@@ -50,8 +49,8 @@ TEST(HostList, NamesTheMalformedPiece) {
 }
 
 TEST(HostFile, ParsesHorovodAndOpenMpiFormats) {
-  auto hosts = parseHostFile("# cluster\nnode1 slots=4\n\nnode2 slots=2 max_slots=8\nnode3\n",
-                             "hosts.txt");
+  auto hosts =
+      parseHostFile("# cluster\nnode1 slots=4\n\nnode2 slots=2 max_slots=8\nnode3\n", "hosts.txt");
   ASSERT_EQ(hosts.size(), 3u);
   EXPECT_EQ(hosts[0].slots, 4);
   EXPECT_EQ(hosts[1].slots, 2);
@@ -95,9 +94,13 @@ TEST(Placement, LeavesOutHostsWithoutRanks) {
 }
 
 TEST(Placement, RefusesMoreRanksThanSlots) {
-  EXPECT_EQ(errorOf([] { placeRanks({{"a", 2}, {"b", 1}}, 4); }),
+  EXPECT_EQ(errorOf([] {
+              placeRanks({{"a", 2}, {"b", 1}}, 4);
+            }),
             "-np 4: more ranks than slots (3 slots on 2 hosts)");
-  EXPECT_EQ(errorOf([] { placeRanks({{"a", 2}}, 0); }),
+  EXPECT_EQ(errorOf([] {
+              placeRanks({{"a", 2}}, 0);
+            }),
             "-np 0: the number of ranks must be positive");
 }
 
@@ -136,9 +139,8 @@ TEST(WorkerEnv, SetsIdentityAndHorovodAliases) {
 
 TEST(Ssh, QuotesForTheRemoteShellAndKeepsTheSecretOffTheCommandLine) {
   EXPECT_EQ(shellQuote("it's"), "'it'\\''s'");
-  std::string command =
-      remoteWorkerCommand("/work dir", {{"RONDE_SECRET", "s3cret"}, {"A", "x y"}},
-                          {"python3", "-c", "print('hi')"});
+  std::string command = remoteWorkerCommand("/work dir", {{"RONDE_SECRET", "s3cret"}, {"A", "x y"}},
+                                            {"python3", "-c", "print('hi')"});
   EXPECT_EQ(command.find("s3cret"), std::string::npos);
   EXPECT_EQ(command.rfind("cd '/work dir' && exec sh -c ", 0), 0u);
   EXPECT_NE(command.find(" ronde-worker env 'A=x y' 'python3' '-c' 'print('\\''hi'\\'')'"),
@@ -152,11 +154,11 @@ int takesValue(const std::string& name, void*) {
 }
 
 TEST(Cli, SplitsOptionsFromTheCommand) {
-  auto split = splitRunArguments(
-      {"-np", "4", "-H", "a:2,b:2", "-xFOO", "--verbose", "python3", "-np", "x"}, takesValue,
-      nullptr);
-  EXPECT_EQ(split.options, (std::vector<std::string>{"--num-proc", "4", "-H", "a:2,b:2",
-                                                     "-xFOO", "--verbose"}));
+  auto split =
+      splitRunArguments({"-np", "4", "-H", "a:2,b:2", "-xFOO", "--verbose", "python3", "-np", "x"},
+                        takesValue, nullptr);
+  EXPECT_EQ(split.options,
+            (std::vector<std::string>{"--num-proc", "4", "-H", "a:2,b:2", "-xFOO", "--verbose"}));
   EXPECT_EQ(split.command, (std::vector<std::string>{"python3", "-np", "x"}));
   split = splitRunArguments({"-np=2", "--", "-weird"}, takesValue, nullptr);
   EXPECT_EQ(split.options, (std::vector<std::string>{"--num-proc=2"}));
