@@ -7,18 +7,11 @@
 #include <thread>
 
 #include "support/runtime_harness.h"
+#include "support/runtime_harness_require.h"
 
 namespace ronde::testing {
 namespace {
 
-#define REQUIRE(cond, ...)                                                                   \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      std::ostringstream require_out_;                                                       \
-      require_out_ << __FILE__ << ":" << __LINE__ << ": " #cond " failed: " << __VA_ARGS__; \
-      throw std::runtime_error(require_out_.str());                                          \
-    }                                                                                        \
-  } while (0)
 
 Request allreduceOf(const std::string& name, std::shared_ptr<Tensor> t, ReduceOp op = ReduceOp::kSum) {
   Request r;

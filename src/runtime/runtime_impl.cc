@@ -98,6 +98,8 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> re
   if (requests.empty()) return {};
   std::vector<LocalRequest> locals;
   auto now = Clock::now();
+  const std::string group = requests[0].name;
+  const int group_set = requests[0].process_set;
   for (Request& request : requests) {
     if (request.kind == RequestKind::kJoin) {
       if (request.name.empty()) request.name = "join";
@@ -114,11 +116,11 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> re
     }
     Descriptor d = describeRequest(request, *members, rank_);
     if (grouped) {
-      if (request.process_set != requests[0].process_set) {
-        throw makeError(ErrorCode::kInvalidArgument, "group '", requests[0].name,
+      if (request.process_set != group_set) {
+        throw makeError(ErrorCode::kInvalidArgument, "group '", group,
                         "': all requests of a group belong to one process set");
       }
-      d.group = requests[0].name;
+      d.group = group;
       d.group_size = static_cast<int32_t>(requests.size());
     }
     locals.push_back(LocalRequest{std::move(request), std::move(d), std::make_shared<HandleImpl>(), now, -1});

@@ -1,0 +1,172 @@
+// Every kind of disagreement between ranks fails the request on every rank, with a message
+// naming the tensor, the ranks and the values, and the runtime keeps working afterwards.
+#include <gtest/gtest.h>
+
+#include "support/runtime_harness.h"
+#include "support/runtime_harness_require.h"
+
+namespace ronde::testing {
+namespace {
+
+class DeviceTensor : public HostTensor {
+ public:
+  using HostTensor::HostTensor;
+  Device device() const override { return {Device::Kind::kCuda, 0}; }
+};
+
+struct MismatchCase {
+  const char* label;
+  // Builds rank r's request named "m".
+  std::function<Request(int rank)> request;
+  std::vector<std::string> expected;  // substrings of the error message
+};
+
+Request base(int rank) {
+  Request r;
+  r.name = "m";
+  r.input = filledFloats(6, 1.0f);
+  r.output = r.input;
+  return r;
+}
+
+std::vector<MismatchCase> cases() {
+  return {
+      {"shape",
+       [](int rank) {
+         Request r = base(rank);
+         if (rank == 1) r.input = r.output = filledFloats(7, 1.0f);
+         return r;
+       },
+       {"shape mismatch", "ranks 0, 2 have [6]", "rank 1 has [7]"}},
+      {"dtype",
+       [](int rank) {
+         Request r = base(rank);
+         if (rank == 1) r.input = r.output = std::make_shared<HostTensor>(DataType::kFloat64, std::vector<int64_t>{6});
+         return r;
+       },
+       {"dtype mismatch", "float32", "float64"}},
+      {"op",
+       [](int rank) {
+         Request r = base(rank);
+         if (rank == 1) r.op = ReduceOp::kMax;
+         return r;
+       },
+       {"op mismatch", "sum", "max"}},
+      {"prescale",
+       [](int rank) {
+         Request r = base(rank);
+         if (rank == 1) r.scaling.prescale = 0.5;
+         return r;
+       },
+       {"prescale factor mismatch", "0.5"}},
+      {"postscale",
+       [](int rank) {
+         Request r = base(rank);
+         if (rank == 0) r.scaling.postscale = 3;
+         return r;
+       },
+       {"postscale factor mismatch", "rank 0 has 3"}},
+      {"root",
+       [](int rank) {
+         Request r = base(rank);
+         r.kind = RequestKind::kBroadcast;
+         r.root = rank == 1 ? 1 : 0;
+         return r;
+       },
+       {"root rank mismatch", "rank 1 has 1"}},
+      {"kind",
+       [](int rank) {
+         Request r = base(rank);
+         if (rank == 1) {
+           r.kind = RequestKind::kAllgather;
+           r.output = nullptr;
+         }
+         return r;
+       },
+       {"kind mismatch", "allreduce", "allgather"}},
+      {"device",
+       [](int rank) {
+         Request r = base(rank);
+         if (rank == 1) r.input = r.output = std::make_shared<DeviceTensor>(DataType::kFloat32, std::vector<int64_t>{6});
+         return r;
+       },
+       {"device mismatch", "cpu", "cuda:0"}},
+      {"allgather trailing dims",
+       [](int rank) {
+         Request r;
+         r.kind = RequestKind::kAllgather;
+         r.name = "m";
+         r.input = std::make_shared<HostTensor>(DataType::kFloat32, std::vector<int64_t>{2, rank + 2});
+         return r;
+       },
+       {"shape (beyond the first dimension) mismatch", "[2]", "[3]"}},
+  };
+}
+
+class RuntimeMismatch : public ::testing::TestWithParam<int> {};
+
+TEST_P(RuntimeMismatch, FailsOnEveryRankAndTheRuntimeGoesOn) {
+  MismatchCase c = cases()[static_cast<size_t>(GetParam())];
+  RankSpec spec;
+  spec.size = 3;
+  runRuntimeRanks(spec, runtimeTestSettings(), [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+    for (int round = 0; round < 2; ++round) {  // the second round meets the cache
+      auto h = rt->enqueue(c.request(ctx.rank));
+      std::string message;
+      try {
+        h->wait(std::chrono::seconds(30));
+      } catch (const Error& e) {
+        REQUIRE(e.code() == ErrorCode::kMismatch, c.label << ": code " << errorCodeName(e.code()) << ": " << e.what());
+        message = e.what();
+      }
+      REQUIRE(!message.empty(), c.label << ": no error on rank " << ctx.rank);
+      REQUIRE(message.find("'m'") != std::string::npos, "names the tensor: " << message);
+      for (const std::string& s : c.expected) {
+        REQUIRE(message.find(s) != std::string::npos, c.label << ": '" << s << "' missing in: " << message);
+      }
+      auto t = filledFloats(3, 1.0f);
+      Request ok;
+      ok.name = "after";
+      ok.input = ok.output = t;
+      rt->enqueue(ok)->wait(std::chrono::seconds(30));
+      REQUIRE(t->as<float>()[0] == 3.0f, "the runtime works after a mismatch");
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, RuntimeMismatch, ::testing::Range(0, static_cast<int>(cases().size())),
+                         [](const auto& info) {
+                           std::string name = cases()[static_cast<size_t>(info.param)].label;
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
+
+TEST(RuntimeMismatch, ASignatureChangeAfterCachingIsStillChecked) {
+  RankSpec spec;
+  spec.size = 2;
+  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+    for (int step = 0; step < 4; ++step) {
+      Request r = base(ctx.rank);
+      bool diverge = step == 2 && ctx.rank == 1;
+      if (diverge) r.input = r.output = filledFloats(9, 1.0f);
+      auto h = rt->enqueue(r);
+      if (step == 2) {
+        bool failed = false;
+        try {
+          h->wait(std::chrono::seconds(30));
+        } catch (const Error& e) {
+          failed = e.code() == ErrorCode::kMismatch;
+        }
+        REQUIRE(failed, "step 2 must fail with a mismatch on rank " << ctx.rank);
+      } else {
+        h->wait(std::chrono::seconds(30));
+        REQUIRE(std::static_pointer_cast<HostTensor>(r.input)->as<float>()[1] == 4.0f, "step " << step);
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ronde::testing
