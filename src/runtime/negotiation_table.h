@@ -21,6 +21,7 @@ class NegotiationTable {
 
   void announce(int rank, Descriptor descriptor, Clock::time_point now);
   bool contains(const RequestKey& key) const { return entries_.count(key) != 0; }
+  bool empty() const { return entries_.empty(); }
   bool joined(int rank) const { return joined_[static_cast<size_t>(rank)]; }
   bool anyJoined() const;
 

@@ -240,12 +240,22 @@ void RuntimeImpl::backgroundLoop() {
     }
     if (!go) break;
     auto next = start + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double, std::milli>(cycle_ms_));
+                            std::chrono::duration<double, std::milli>(nextSleepMs()));
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait_until(lock, next, [&] { return stop_requested_; });
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stopped_ = true;
+}
+
+double RuntimeImpl::nextSleepMs() const {
+  // After a while with nothing to do anywhere, cycles stretch up to 10 ms (never shorter than
+  // the cycle time): an idle runtime then costs almost no CPU, and a request arriving then
+  // waits at most that long. Every rank counts the same idle cycles, so all stretch alike.
+  constexpr int kPatience = 20;
+  if (idle_cycles_ <= kPatience) return cycle_ms_;
+  double stretched = cycle_ms_ * static_cast<double>(1 << std::min(idle_cycles_ - kPatience, 10));
+  return std::min(stretched, std::max(cycle_ms_, 10.0));
 }
 
 void RuntimeImpl::drainIncoming() {
@@ -305,6 +315,7 @@ bool RuntimeImpl::runCycle() {
     stop_flags = stopped_by >= 0 ? 1 : 0;
   }
   execute(ready);
+  idle_cycles_ = everyone_idle_ ? idle_cycles_ + 1 : 0;
 
   if (rank_ == 0 && !waiting.empty()) {
     std::string report = stall_inspector_.inspect(table_.waiting(sets_), *comm_, Clock::now());
@@ -322,26 +333,30 @@ bool RuntimeImpl::runCycle() {
 
 bool RuntimeImpl::exchangeCacheBits(bool need_full, std::vector<Response>* ready) {
   size_t slots = static_cast<size_t>(cache_.highWater());
-  cache_bits_.assign(1 + slots, 0);
+  // Byte 0: 0 when some rank needs the full exchange. Byte 1: 1 when no rank has anything
+  // pending (min = and). Then one byte per cache slot.
+  constexpr size_t kHeader = 2;
+  cache_bits_.assign(kHeader + slots, 0);
   cache_bits_[0] = need_full ? 0 : 1;
+  cache_bits_[1] = pending_.empty() ? 1 : 0;
   bool joined = table_.joined(rank_);
   for (size_t s = 0; s < slots; ++s) {
     const Response* r = cache_.at(static_cast<int>(s));
     if (r == nullptr) continue;
     if (indexIn(r->members, rank_) < 0 ||
         (joined && r->descriptor().kind == static_cast<uint8_t>(RequestKind::kAllreduce))) {
-      cache_bits_[1 + s] = 1;
+      cache_bits_[kHeader + s] = 1;
     }
   }
   for (const auto& [key, r] : pending_) {
-    if (r.cache_slot >= 0) cache_bits_[1 + static_cast<size_t>(r.cache_slot)] = 1;
+    if (r.cache_slot >= 0) cache_bits_[kHeader + static_cast<size_t>(r.cache_slot)] = 1;
   }
   if (size_ > 1) {
     comm_->allreduce(cache_bits_.data(), cache_bits_.data(), cache_bits_.size(), DataType::kUInt8,
                      ReduceOp::kMin);
   }
   for (size_t s = 0; s < slots; ++s) {
-    if (!cache_bits_[1 + s]) continue;
+    if (!cache_bits_[kHeader + s]) continue;
     const Response* r = cache_.at(static_cast<int>(s));
     if (r == nullptr) continue;
     bool someone_active = std::any_of(r->members.begin(), r->members.end(),
@@ -352,6 +367,7 @@ bool RuntimeImpl::exchangeCacheBits(bool need_full, std::vector<Response>* ready
     auto it = pending_.find(r->key);
     if (it != pending_.end()) it->second.cache_slot = -1;
   }
+  everyone_idle_ = cache_bits_[0] == 1 && cache_bits_[1] == 1 && ready->empty() && table_.empty();
   return cache_bits_[0] == 0;
 }
 

@@ -56,6 +56,8 @@ class RuntimeImpl final : public Runtime {
   std::vector<int64_t> runInternal(Descriptor descriptor);
   void backgroundLoop();
   bool runCycle();  // false once the runtime stops
+  // How long until the next cycle: the cycle time, stretched while every rank is idle.
+  double nextSleepMs() const;
   void drainIncoming();
   // The cached fast path: true when some rank needs the full exchange this cycle.
   bool exchangeCacheBits(bool need_full, std::vector<Response>* ready);
@@ -105,6 +107,8 @@ class RuntimeImpl final : public Runtime {
   double cycle_ms_;
   uint64_t cycle_ = 0;
   bool stall_stopped_ = false;
+  bool everyone_idle_ = false;  // last cycle: no rank had anything pending
+  int idle_cycles_ = 0;         // consecutive such cycles: the same count on every rank
   std::vector<uint8_t> cache_bits_;
   std::vector<uint8_t> gathered_;
 
