@@ -1,0 +1,193 @@
+// Thousands of steps of random mixes (kinds, sizes, dtypes, ops, scaling, submission order,
+// names that come back with new shapes, fusion threshold changes) against a reference
+// computed independently from every rank's known inputs. World sizes 1 to 4.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "support/reference.h"
+#include "support/runtime_harness.h"
+#include "support/runtime_harness_require.h"
+
+namespace ronde::testing {
+namespace {
+
+struct Planned {
+  RequestKind kind;
+  std::string name;
+  DataType type;
+  ReduceOp op;
+  Scaling scaling;
+  int64_t cols;  // elements per row
+  int64_t rows;  // allreduce / broadcast / reducescatter rows
+  int root;
+  int salt;
+};
+
+// rows rank `r` contributes to an allgather, or sends to rank `j` in an alltoall.
+int64_t gatherRows(const Planned& p, int r) { return (r + p.salt) % 3; }
+int64_t sendRows(const Planned& p, int r, int j) { return (r + 2 * j + p.salt) % 3; }
+
+// The step's plan: the same on every rank.
+std::vector<Planned> planStep(int step, int size) {
+  std::mt19937 rng(static_cast<unsigned>(step * 7919 + size));
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const DataType types[] = {DataType::kInt32, DataType::kInt64, DataType::kFloat16,
+                            DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+  std::vector<Planned> plan;
+  int count = 1 + pick(10);
+  for (int i = 0; i < count; ++i) {
+    Planned p;
+    int k = pick(10);
+    p.kind = k < 5 ? RequestKind::kAllreduce
+                   : k == 5 ? RequestKind::kAllgather
+                   : k == 6 ? RequestKind::kBroadcast
+                   : k == 7 ? RequestKind::kAlltoall : RequestKind::kReducescatter;
+    // A small pool of names: they return with other shapes, dtypes and kinds.
+    p.name = "n" + std::to_string(pick(12)) + "." + std::to_string(i);
+    p.type = types[pick(6)];
+    const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct, ReduceOp::kAverage};
+    p.op = ops[pick(isFloat(p.type) ? 5 : 4)];
+    if (isFloat(p.type) && pick(3) == 0) p.scaling = Scaling{2.0, 0.5};
+    p.cols = 1 + (pick(4) == 0 ? pick(3000) : pick(40));
+    p.rows = 1 + pick(5);
+    p.root = pick(size);
+    p.salt = pick(5);
+    plan.push_back(p);
+  }
+  // Names are unique within a step.
+  for (size_t i = 0; i < plan.size(); ++i) plan[i].name += "#" + std::to_string(step % 3);
+  return plan;
+}
+
+void fill(Tensor& t, int rank, int salt, size_t offset = 0) {
+  for (size_t i = 0; i < t.numel(); ++i) storeValue(t.dtype(), t.data(), i, inputValue(t.dtype(), rank, offset + i, salt));
+}
+
+double tolerance(DataType type, double want) {
+  if (type == DataType::kFloat16) return 1e-2 * std::max(1.0, std::fabs(want));
+  if (type == DataType::kBFloat16) return 2e-2 * std::max(1.0, std::fabs(want));
+  return 1e-6 * std::max(1.0, std::fabs(want));
+}
+
+double reduced(const Planned& p, int size, size_t i) {
+  double pre = p.scaling.prescale;
+  double acc = inputValue(p.type, 0, i, p.salt) * pre;
+  for (int r = 1; r < size; ++r) {
+    double v = inputValue(p.type, r, i, p.salt) * pre;
+    switch (p.op) {
+      case ReduceOp::kSum: case ReduceOp::kAverage: acc += v; break;
+      case ReduceOp::kMin: acc = std::min(acc, v); break;
+      case ReduceOp::kMax: acc = std::max(acc, v); break;
+      case ReduceOp::kProduct: acc *= v; break;
+    }
+  }
+  if (p.op == ReduceOp::kAverage) acc /= size;
+  return acc * p.scaling.postscale;
+}
+
+void check(const Planned& p, Handle& h, Tensor& input, int rank, int size) {
+  std::shared_ptr<Tensor> out = h.output();
+  auto expect = [&](size_t i, double want) {
+    double got = loadValue(p.type, out->data(), i);
+    REQUIRE(std::fabs(got - want) <= tolerance(p.type, want),
+            static_cast<int>(p.kind) << " '" << p.name << "' " << dataTypeName(p.type) << " " << reduceOpName(p.op)
+                          << " element " << i << ": got " << got << ", want " << want);
+  };
+  size_t cols = static_cast<size_t>(p.cols);
+  switch (p.kind) {
+    case RequestKind::kAllreduce:
+      for (size_t i = 0; i < out->numel(); ++i) expect(i, reduced(p, size, i));
+      break;
+    case RequestKind::kBroadcast:
+      for (size_t i = 0; i < out->numel(); ++i) expect(i, inputValue(p.type, p.root, i, p.salt));
+      break;
+    case RequestKind::kAllgather: {
+      size_t at = 0;
+      for (int r = 0; r < size; ++r) {
+        for (size_t i = 0; i < static_cast<size_t>(gatherRows(p, r)) * cols; ++i) expect(at++, inputValue(p.type, r, i, p.salt));
+      }
+      REQUIRE(at == out->numel(), "allgather size");
+      break;
+    }
+    case RequestKind::kAlltoall: {
+      size_t at = 0;
+      for (int src = 0; src < size; ++src) {
+        size_t offset = 0;  // where the block for `rank` starts in src's input
+        for (int j = 0; j < rank; ++j) offset += static_cast<size_t>(sendRows(p, src, j)) * cols;
+        for (size_t i = 0; i < static_cast<size_t>(sendRows(p, src, rank)) * cols; ++i) {
+          expect(at++, inputValue(p.type, src, offset + i, p.salt));
+        }
+      }
+      REQUIRE(at == out->numel(), "alltoall size");
+      break;
+    }
+    case RequestKind::kReducescatter: {
+      int64_t first = 0;
+      for (int r = 0; r < rank; ++r) first += p.rows / size + (r < p.rows % size ? 1 : 0);
+      for (size_t i = 0; i < out->numel(); ++i) expect(i, reduced(p, size, static_cast<size_t>(first) * cols + i));
+      break;
+    }
+    default: break;
+  }
+  (void)input;
+}
+
+TEST(RuntimeSoak, RandomMixesAgainstAReference) {
+  for (int size = 1; size <= 4; ++size) {
+    RankSpec spec;
+    spec.size = size;
+    spec.timeout_seconds = 240;
+    Settings settings = runtimeTestSettings();
+    settings.cycle_time_ms = 0.5;
+    settings.fusion_threshold_bytes = 4096;
+    const int steps = 1000;
+    runRuntimeRanks(spec, settings, [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+      std::mt19937 order_rng(static_cast<unsigned>(ctx.rank + 1));
+      for (int step = 0; step < steps; ++step) {
+        if (ctx.rank == 0 && step % 97 == 0) rt->setFusionThreshold(step % 2 ? 0 : 1024 * (1 + step % 5));
+        std::vector<Planned> plan = planStep(step, size);
+        std::vector<size_t> order(plan.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::shuffle(order.begin(), order.end(), order_rng);
+        std::vector<std::shared_ptr<Tensor>> inputs(plan.size());
+        std::vector<std::shared_ptr<Handle>> handles(plan.size());
+        for (size_t i : order) {
+          const Planned& p = plan[i];
+          Request r;
+          r.kind = p.kind;
+          r.name = p.name;
+          r.op = p.op;
+          r.scaling = p.scaling;
+          r.root = p.root;
+          int64_t rows = p.rows;
+          if (p.kind == RequestKind::kAllgather) rows = gatherRows(p, ctx.rank);
+          if (p.kind == RequestKind::kAlltoall) {
+            rows = 0;
+            for (int j = 0; j < size; ++j) {
+              r.splits.push_back(sendRows(p, ctx.rank, j));
+              rows += r.splits.back();
+            }
+          }
+          auto t = std::make_shared<HostTensor>(p.type, std::vector<int64_t>{rows, p.cols});
+          fill(*t, ctx.rank, p.salt);
+          inputs[i] = t;
+          r.input = t;
+          if (p.kind == RequestKind::kAllreduce && step % 2) r.output = t;  // in place, half the time
+          handles[i] = rt->enqueue(r);
+        }
+        for (size_t i = 0; i < plan.size(); ++i) {
+          handles[i]->wait(std::chrono::seconds(60));
+          check(plan[i], *handles[i], *inputs[i], ctx.rank, size);
+        }
+      }
+    });
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace ronde::testing
