@@ -12,7 +12,7 @@ import warnings
 import torch
 
 from ronde import _core
-from ronde.torch.process_sets import ProcessSet, global_process_set
+from ronde.torch.process_sets import global_process_set
 
 # Reduction ops, as Horovod numbers them.
 Average = 0
