@@ -60,7 +60,7 @@ struct Timing {
 };
 
 // Warms up, then picks an iteration count that makes a trial last about `trial_seconds`
-// (at least 3, at most 2000, the same on every rank) and runs `trials` trials. A trial's time
+// (at least 1, at most 2000, the same on every rank) and runs `trials` trials. A trial's time
 // is the slowest rank's average per collective.
 Timing timeCollective(const RankOps& ops, size_t bytes, int trials, double trial_seconds);
 

@@ -30,6 +30,9 @@ def parse_args():
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--trial-seconds", default="0.15")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run everything this many times, interleaved, and report the "
+                             "median of the rounds (the machine may be shared)")
     parser.add_argument("--timeout", type=int, default=400, help="seconds per program run")
     parser.add_argument("--raw", help="append every RESULT line to this file")
     parser.add_argument("--markdown", help="write the tables to this file too")
@@ -37,8 +40,10 @@ def parse_args():
 
 
 def mpirun_prefix(ranks, btl):
-    command = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
+    command = ["mpirun", "-np", str(ranks), "--bind-to", "none",
                "--mca", "pml", "ob1", "--mca", "btl", btl]
+    if ranks > os.cpu_count():
+        command.append("--oversubscribe")
     if btl.endswith("tcp"):
         command += ["--mca", "btl_tcp_if_include", "lo"]
     if os.geteuid() == 0:
@@ -196,25 +201,33 @@ def main():
     raw = open(args.raw, "a") if args.raw else None
     started = time.monotonic()
 
-    memcpy = {}
-    for fields in run_one("memcpy", [os.path.join(bench_dir, "memcpy_bench"),
-                                     f"--sizes={args.sizes}", f"--trials={args.trials}",
-                                     f"--trial-seconds={args.trial_seconds}"],
-                          args.timeout, raw):
-        memcpy[int(fields["bytes"])] = fields
-    results = {}
-    for ranks in ranks_list:
-        for description, command in runs_for(args, bench_dir, ranks):
-            for fields in run_one(f"{description}, {ranks} ranks", command, args.timeout, raw):
+    rounds = {}  # key -> the RESULT fields of every round
+    for round_index in range(args.repeat):
+        print(f"# round {round_index + 1} of {args.repeat}", file=sys.stderr, flush=True)
+        runs = [("memcpy", [os.path.join(bench_dir, "memcpy_bench"), f"--sizes={args.sizes}",
+                            f"--trials={args.trials}", f"--trial-seconds={args.trial_seconds}"])]
+        for ranks in ranks_list:
+            runs += [(f"{d}, {ranks} ranks", c) for d, c in runs_for(args, bench_dir, ranks)]
+        for description, command in runs:
+            for fields in run_one(description, command, args.timeout, raw):
                 key = (fields["impl"], fields["transport"], fields["collective"],
                        int(fields["ranks"]), int(fields["bytes"]))
-                results[key] = fields
+                rounds.setdefault(key, []).append(fields)
     if raw:
         raw.close()
+    # The round with the median time stands for each cell.
+    results = {}
+    for key, found in rounds.items():
+        found.sort(key=lambda fields: float(fields["us"]))
+        results[key] = found[(len(found) - 1) // 2]
+    memcpy = {key[4]: fields for key, fields in results.items() if key[0] == "memcpy"}
+    results = {key: fields for key, fields in results.items() if key[0] != "memcpy"}
 
     sizes = sorted({key[4] for key in results} | set(memcpy))
-    lines = [f"Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-             f"{time.monotonic() - started:.0f} s, {os.cpu_count()} CPUs.", ""]
+    lines = [f"Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+             f"{time.monotonic() - started:.0f} s, {os.cpu_count()} CPUs, "
+             f"median of {args.repeat} round(s), load average at the end "
+             f"{os.getloadavg()[0]:.1f}.", ""]
     for ranks in ranks_list:
         for collective in args.collectives.split(","):
             lines += table(collective, ranks, sizes, results, memcpy)
