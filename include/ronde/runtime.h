@@ -104,6 +104,18 @@ class Handle {
   virtual std::vector<int64_t> result() = 0;
 };
 
+// Counters since init, cumulative, for tuners and benchmarks.
+struct RuntimeStats {
+  uint64_t cycles = 0;
+  uint64_t full_negotiations = 0;  // cycles that gathered every rank's announcements
+  uint64_t responses = 0;          // requests decided (run or failed)
+  uint64_t cached_responses = 0;   // of which decided by the cache bits alone
+  uint64_t collectives = 0;        // collectives run for them (a fusion buffer counts once)
+  // Time spent negotiating (the negotiation collectives and the decision) in cycles that
+  // decided something: the control-plane cost of the steps, without the idle cycles.
+  double negotiation_seconds = 0;
+};
+
 class Runtime {
  public:
   // Joins the job described by the environment (`ronde run`, mpirun, srun, RONDE_*).
@@ -140,6 +152,8 @@ class Runtime {
 
   // The communicator the runtime executes on (for frontends that need raw collectives).
   virtual Communicator& communicator() = 0;
+
+  virtual RuntimeStats stats() const { return {}; }
 };
 
 }  // namespace ronde

@@ -202,6 +202,16 @@ void RuntimeImpl::stopTimeline() {
   timeline_next_.reset();
 }
 
+Communicator& RuntimeImpl::communicator() {
+  if (!comm_) throw Error(ErrorCode::kAborted, "the runtime was shut down");
+  return *comm_;
+}
+
+RuntimeStats RuntimeImpl::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return stats_;
+}
+
 void RuntimeImpl::setFusionThreshold(int64_t bytes) {
   if (bytes < 0) throw makeError(ErrorCode::kInvalidArgument, "fusion threshold must be >= 0, not ", bytes);
   wanted_fusion_threshold_ = bytes;
@@ -310,11 +320,26 @@ bool RuntimeImpl::runCycle() {
   std::vector<Response> ready;
   int stopped_by = -1;
   uint8_t stop_flags = 0;
-  if (exchangeCacheBits(need_full, &ready)) {
+  auto negotiation_start = Clock::now();
+  bool full = exchangeCacheBits(need_full, &ready);
+  size_t cached = ready.size();
+  if (full) {
     exchangeAnnouncements(stopping ? kStopFlag : (stall_stop ? kStallStopFlag : 0), &ready, &stopped_by);
     stop_flags = stopped_by >= 0 ? 1 : 0;
   }
-  execute(ready);
+  auto negotiation_end = Clock::now();
+  size_t units = execute(ready);
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.cycles++;
+    stats_.full_negotiations += full ? 1 : 0;
+    stats_.responses += ready.size();
+    stats_.cached_responses += cached;
+    stats_.collectives += units;
+    if (!ready.empty()) {
+      stats_.negotiation_seconds += std::chrono::duration<double>(negotiation_end - negotiation_start).count();
+    }
+  }
   idle_cycles_ = everyone_idle_ ? idle_cycles_ + 1 : 0;
 
   if (rank_ == 0 && !waiting.empty()) {
@@ -438,8 +463,8 @@ void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* re
   }
 }
 
-void RuntimeImpl::execute(std::vector<Response>& responses) {
-  if (responses.empty()) return;
+size_t RuntimeImpl::execute(std::vector<Response>& responses) {
+  if (responses.empty()) return 0;
   auto ready_at = Clock::now();
   if (timeline_) {
     for (const Response& r : responses) {
@@ -461,7 +486,8 @@ void RuntimeImpl::execute(std::vector<Response>& responses) {
                      std::exception_ptr error) {
     finish(key, std::move(output), std::move(result), std::move(error));
   };
-  for (const ExecutionUnit& unit : planExecution(responses, fusion_threshold_)) {
+  std::vector<ExecutionUnit> plan = planExecution(responses, fusion_threshold_);
+  for (const ExecutionUnit& unit : plan) {
     if (timeline_) {
       auto now = Clock::now();
       for (size_t i : unit.responses) {
@@ -481,6 +507,7 @@ void RuntimeImpl::execute(std::vector<Response>& responses) {
       }
     }
   }
+  return plan.size();
 }
 
 void RuntimeImpl::finish(const RequestKey& key, std::shared_ptr<Tensor> output,

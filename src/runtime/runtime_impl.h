@@ -48,7 +48,8 @@ class RuntimeImpl final : public Runtime {
   void stopTimeline() override;
   void setFusionThreshold(int64_t bytes) override;
   void setCycleTime(double milliseconds) override;
-  Communicator& communicator() override { return *comm_; }
+  Communicator& communicator() override;
+  RuntimeStats stats() const override;
 
  private:
   std::vector<std::shared_ptr<Handle>> submit(std::vector<Request> requests, bool grouped);
@@ -63,7 +64,7 @@ class RuntimeImpl final : public Runtime {
   bool exchangeCacheBits(bool need_full, std::vector<Response>* ready);
   // The full exchange: every rank's announcements, gathered to every rank.
   void exchangeAnnouncements(uint8_t flags, std::vector<Response>* ready, int* stopped_by);
-  void execute(std::vector<Response>& responses);
+  size_t execute(std::vector<Response>& responses);  // returns the collectives run
   void finish(const RequestKey& key, std::shared_ptr<Tensor> output, std::vector<int64_t> result,
               std::exception_ptr error);
   void failEverything(std::exception_ptr error);
@@ -111,6 +112,9 @@ class RuntimeImpl final : public Runtime {
   int idle_cycles_ = 0;         // consecutive such cycles: the same count on every rank
   std::vector<uint8_t> cache_bits_;
   std::vector<uint8_t> gathered_;
+
+  mutable std::mutex stats_mutex_;
+  RuntimeStats stats_;  // guarded by stats_mutex_
 
   std::thread thread_;
 };
