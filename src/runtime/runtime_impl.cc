@@ -55,6 +55,7 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
 RuntimeImpl::~RuntimeImpl() { shutdown(); }
 
 void RuntimeImpl::shutdown() {
+  std::lock_guard<std::mutex> one_at_a_time(shutdown_mutex_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shut_down_) return;
@@ -234,7 +235,6 @@ void RuntimeImpl::applyTimelineRequest() {
 
 void RuntimeImpl::backgroundLoop() {
   for (;;) {
-    auto start = Clock::now();
     bool go = false;
     try {
       go = runCycle();
@@ -249,8 +249,11 @@ void RuntimeImpl::backgroundLoop() {
       failEverything(std::current_exception());
     }
     if (!go) break;
-    auto next = start + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double, std::milli>(nextSleepMs()));
+    // Counted from the end of the cycle's negotiation, which every rank leaves at about the
+    // same moment: ranks then wake together and nobody spins in the next one waiting for a
+    // peer still asleep.
+    auto next = synchronized_at_ + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double, std::milli>(nextSleepMs()));
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait_until(lock, next, [&] { return stop_requested_; });
   }
@@ -328,6 +331,7 @@ bool RuntimeImpl::runCycle() {
     stop_flags = stopped_by >= 0 ? 1 : 0;
   }
   auto negotiation_end = Clock::now();
+  synchronized_at_ = negotiation_end;
   size_t units = execute(ready);
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -404,8 +408,13 @@ void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* re
     writer.i64(wanted_fusion_threshold_.load());
     writer.f64(wanted_cycle_ms_.load());
   }
-  writer.i32(static_cast<int32_t>(to_announce_.size()));
-  for (const RequestKey& key : to_announce_) writer.descriptor(pending_.at(key).descriptor);
+  std::vector<const Descriptor*> announce;
+  for (const RequestKey& key : to_announce_) {
+    auto it = pending_.find(key);
+    if (it != pending_.end()) announce.push_back(&it->second.descriptor);
+  }
+  writer.i32(static_cast<int32_t>(announce.size()));
+  for (const Descriptor* d : announce) writer.descriptor(*d);
   to_announce_.clear();
 
   std::vector<uint8_t>& mine = writer.bytes();

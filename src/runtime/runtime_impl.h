@@ -76,6 +76,7 @@ class RuntimeImpl final : public Runtime {
   int rank_, size_, local_rank_, local_size_, cross_rank_, cross_size_;
   ProcessSets sets_;
 
+  std::mutex shutdown_mutex_;  // one shutdown() at a time
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<LocalRequest> incoming_;  // guarded by mutex_
@@ -110,6 +111,7 @@ class RuntimeImpl final : public Runtime {
   bool stall_stopped_ = false;
   bool everyone_idle_ = false;  // last cycle: no rank had anything pending
   int idle_cycles_ = 0;         // consecutive such cycles: the same count on every rank
+  std::chrono::steady_clock::time_point synchronized_at_;  // the last negotiation's end
   std::vector<uint8_t> cache_bits_;
   std::vector<uint8_t> gathered_;
 
