@@ -20,7 +20,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -33,7 +35,8 @@ struct Options {
   double cycle_ms = 1.0;
 };
 
-std::unique_ptr<ronde::Communicator> communicator(int rank, const Options& o, int port, const std::string& prefix) {
+std::unique_ptr<ronde::Communicator> communicator(int rank, const Options& o, int port,
+                                                  const std::string& prefix) {
   ronde::CommOptions options;
   options.rank = rank;
   options.size = o.ranks;
@@ -46,8 +49,8 @@ std::unique_ptr<ronde::Communicator> communicator(int rank, const Options& o, in
 std::vector<double> timeSteps(ronde::Runtime& rt, int steps, int count, size_t elements) {
   std::vector<std::shared_ptr<ronde::HostTensor>> tensors;
   for (int i = 0; i < count; ++i) {
-    tensors.push_back(std::make_shared<ronde::HostTensor>(ronde::DataType::kFloat32,
-                                                         std::vector<int64_t>{static_cast<int64_t>(elements)}));
+    tensors.push_back(std::make_shared<ronde::HostTensor>(
+        ronde::DataType::kFloat32, std::vector<int64_t>{static_cast<int64_t>(elements)}));
   }
   std::vector<std::shared_ptr<ronde::Handle>> handles(static_cast<size_t>(count));
   std::vector<double> samples;
@@ -78,8 +81,8 @@ void runRank(int rank, const Options& o, int port) {
   ronde::Settings settings;
   settings.cycle_time_ms = o.cycle_ms;
   auto rt = ronde::Runtime::init(settings, communicator(rank, o, port, "runtime"));
-  auto tensor = std::make_shared<ronde::HostTensor>(ronde::DataType::kFloat32,
-                                                   std::vector<int64_t>{static_cast<int64_t>(buffer.size())});
+  auto tensor = std::make_shared<ronde::HostTensor>(
+      ronde::DataType::kFloat32, std::vector<int64_t>{static_cast<int64_t>(buffer.size())});
 
   // Rounds alternate the variants, so that a change in the machine's load hits both alike.
   std::vector<double> fused, unfused, raw_big, runtime_big, raw_small, tiny;
@@ -87,14 +90,17 @@ void runRank(int rank, const Options& o, int port) {
   const int rounds = 5;
   for (int round = 0; round < rounds; ++round) {
     rt->setFusionThreshold(128ll << 20);
-    for (double v : timeSteps(*rt, o.steps / rounds, 200, 16 * 1024 / sizeof(float))) fused.push_back(v);
+    for (double v : timeSteps(*rt, o.steps / rounds, 200, 16 * 1024 / sizeof(float)))
+      fused.push_back(v);
     rt->setFusionThreshold(0);
-    for (double v : timeSteps(*rt, o.steps / rounds, 200, 16 * 1024 / sizeof(float))) unfused.push_back(v);
+    for (double v : timeSteps(*rt, o.steps / rounds, 200, 16 * 1024 / sizeof(float)))
+      unfused.push_back(v);
     rt->setFusionThreshold(128ll << 20);
 
     for (int i = 0; i < 3; ++i) {
       auto start = Clock::now();
-      raw->allreduce(buffer.data(), buffer.data(), buffer.size(), ronde::DataType::kFloat32, ronde::ReduceOp::kSum);
+      raw->allreduce(buffer.data(), buffer.data(), buffer.size(), ronde::DataType::kFloat32,
+                     ronde::ReduceOp::kSum);
       raw_big.push_back(since(start));
       ronde::Request r;
       r.name = "big";
@@ -105,7 +111,8 @@ void runRank(int rank, const Options& o, int port) {
     }
     for (int i = 0; i < 200; ++i) {
       auto start = Clock::now();
-      raw->allreduce(small.data(), small.data(), small.size(), ronde::DataType::kFloat32, ronde::ReduceOp::kSum);
+      raw->allreduce(small.data(), small.data(), small.size(), ronde::DataType::kFloat32,
+                     ronde::ReduceOp::kSum);
       raw_small.push_back(since(start));
     }
 
@@ -123,15 +130,21 @@ void runRank(int rank, const Options& o, int port) {
   rt->shutdown();
 
   if (rank == 0) {
-    std::printf("ranks=%d cycle_ms=%.2f transport=%s (medians)\n", o.ranks, o.cycle_ms, raw->transportName().c_str());
-    std::printf("200 x 16 KiB allreduce step: fused %.3f ms, unfused (threshold 0) %.3f ms, speedup %.2fx\n",
-                median(fused) * 1e3, median(unfused) * 1e3, median(unfused) / median(fused));
-    std::printf("64 MiB allreduce: raw %.3f ms, runtime %.3f ms, overhead %+.1f%%\n", median(raw_big) * 1e3,
-                median(runtime_big) * 1e3, 100 * (median(runtime_big) / median(raw_big) - 1));
-    std::printf("200 x 4 B cached step: %.1f us per step (raw 800 B allreduce %.1f us); negotiation %.1f us per "
-                "step; %.0f%% decided by the cache; %.2f collectives per step\n",
-                median(tiny) * 1e6, median(raw_small) * 1e6, negotiation / tiny_steps * 1e6,
-                100 * cached / responses, collectives / tiny_steps);
+    std::printf("ranks=%d cycle_ms=%.2f transport=%s (medians)\n", o.ranks, o.cycle_ms,
+                raw->transportName().c_str());
+    std::printf(
+        "200 x 16 KiB allreduce step: fused %.3f ms, unfused (threshold 0) %.3f ms, speedup "
+        "%.2fx\n",
+        median(fused) * 1e3, median(unfused) * 1e3, median(unfused) / median(fused));
+    std::printf("64 MiB allreduce: raw %.3f ms, runtime %.3f ms, overhead %+.1f%%\n",
+                median(raw_big) * 1e3, median(runtime_big) * 1e3,
+                100 * (median(runtime_big) / median(raw_big) - 1));
+    std::printf(
+        "200 x 4 B cached step: %.1f us per step (raw 800 B allreduce %.1f us); negotiation %.1f "
+        "us per "
+        "step; %.0f%% decided by the cache; %.2f collectives per step\n",
+        median(tiny) * 1e6, median(raw_small) * 1e6, negotiation / tiny_steps * 1e6,
+        100 * cached / responses, collectives / tiny_steps);
     std::fflush(stdout);
   }
 }
@@ -142,9 +155,12 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--ranks=", 0) == 0) o.ranks = std::stoi(a.substr(8));
-    else if (a.rfind("--steps=", 0) == 0) o.steps = std::stoi(a.substr(8));
-    else if (a.rfind("--cycle-ms=", 0) == 0) o.cycle_ms = std::stod(a.substr(11));
+    if (a.rfind("--ranks=", 0) == 0)
+      o.ranks = std::stoi(a.substr(8));
+    else if (a.rfind("--steps=", 0) == 0)
+      o.steps = std::stoi(a.substr(8));
+    else if (a.rfind("--cycle-ms=", 0) == 0)
+      o.cycle_ms = std::stod(a.substr(11));
     else {
       std::fprintf(stderr, "usage: %s [--ranks=2] [--steps=200] [--cycle-ms=1]\n", argv[0]);
       return 2;

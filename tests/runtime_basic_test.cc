@@ -12,8 +12,8 @@
 namespace ronde::testing {
 namespace {
 
-
-Request allreduceOf(const std::string& name, std::shared_ptr<Tensor> t, ReduceOp op = ReduceOp::kSum) {
+Request allreduceOf(const std::string& name, std::shared_ptr<Tensor> t,
+                    ReduceOp op = ReduceOp::kSum) {
   Request r;
   r.kind = RequestKind::kAllreduce;
   r.name = name;
@@ -28,85 +28,95 @@ class RuntimeWorlds : public ::testing::TestWithParam<int> {};
 TEST_P(RuntimeWorlds, AllreduceInDifferentOrdersFromSeveralThreads) {
   RankSpec spec;
   spec.size = GetParam();
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    constexpr int kTensors = 24;
-    for (int step = 0; step < 5; ++step) {
-      std::vector<int> order(kTensors);
-      for (int i = 0; i < kTensors; ++i) order[static_cast<size_t>(i)] = i;
-      std::mt19937 rng(static_cast<unsigned>(ctx.rank * 100 + step));
-      std::shuffle(order.begin(), order.end(), rng);
-      std::vector<std::shared_ptr<HostTensor>> tensors(kTensors);
-      std::vector<std::shared_ptr<Handle>> handles(kTensors);
-      std::vector<std::thread> threads;
-      for (int t = 0; t < 3; ++t) {
-        threads.emplace_back([&, t] {
-          for (size_t k = static_cast<size_t>(t); k < order.size(); k += 3) {
-            int i = order[k];
-            size_t n = static_cast<size_t>(1 + i * 37);
-            auto tensor = filledFloats(n, static_cast<float>(ctx.rank + i));
-            tensors[static_cast<size_t>(i)] = tensor;
-            handles[static_cast<size_t>(i)] = rt->enqueue(allreduceOf("t" + std::to_string(i), tensor));
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        constexpr int kTensors = 24;
+        for (int step = 0; step < 5; ++step) {
+          std::vector<int> order(kTensors);
+          for (int i = 0; i < kTensors; ++i) order[static_cast<size_t>(i)] = i;
+          std::mt19937 rng(static_cast<unsigned>(ctx.rank * 100 + step));
+          std::shuffle(order.begin(), order.end(), rng);
+          std::vector<std::shared_ptr<HostTensor>> tensors(kTensors);
+          std::vector<std::shared_ptr<Handle>> handles(kTensors);
+          std::vector<std::thread> threads;
+          for (int t = 0; t < 3; ++t) {
+            threads.emplace_back([&, t] {
+              for (size_t k = static_cast<size_t>(t); k < order.size(); k += 3) {
+                int i = order[k];
+                size_t n = static_cast<size_t>(1 + i * 37);
+                auto tensor = filledFloats(n, static_cast<float>(ctx.rank + i));
+                tensors[static_cast<size_t>(i)] = tensor;
+                handles[static_cast<size_t>(i)] =
+                    rt->enqueue(allreduceOf("t" + std::to_string(i), tensor));
+              }
+            });
           }
-        });
-      }
-      for (auto& th : threads) th.join();
-      for (int i = 0; i < kTensors; ++i) {
-        handles[static_cast<size_t>(i)]->wait();
-        const float* got = tensors[static_cast<size_t>(i)]->as<float>();
-        size_t n = static_cast<size_t>(1 + i * 37);
-        for (size_t e = 0; e < n; e += 7) {
-          // sum over ranks of (rank + i + e)
-          float want = static_cast<float>(ctx.size * (i + static_cast<int>(e)) + ctx.size * (ctx.size - 1) / 2);
-          REQUIRE(got[e] == want, "tensor " << i << " element " << e << ": " << got[e] << " != " << want);
+          for (auto& th : threads) th.join();
+          for (int i = 0; i < kTensors; ++i) {
+            handles[static_cast<size_t>(i)]->wait();
+            const float* got = tensors[static_cast<size_t>(i)]->as<float>();
+            size_t n = static_cast<size_t>(1 + i * 37);
+            for (size_t e = 0; e < n; e += 7) {
+              // sum over ranks of (rank + i + e)
+              float want = static_cast<float>(ctx.size * (i + static_cast<int>(e)) +
+                                              ctx.size * (ctx.size - 1) / 2);
+              REQUIRE(got[e] == want,
+                      "tensor " << i << " element " << e << ": " << got[e] << " != " << want);
+            }
+          }
         }
-      }
-    }
-  });
+      });
 }
 
 TEST_P(RuntimeWorlds, AllgatherBroadcastBarrierAverage) {
   RankSpec spec;
   spec.size = GetParam();
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    // Allgather: rank r contributes r+1 rows of 3 elements.
-    auto in = std::make_shared<HostTensor>(DataType::kInt32, std::vector<int64_t>{ctx.rank + 1, 3});
-    for (int i = 0; i < (ctx.rank + 1) * 3; ++i) in->as<int32_t>()[i] = ctx.rank * 1000 + i;
-    Request g;
-    g.kind = RequestKind::kAllgather;
-    g.name = "gather";
-    g.input = in;
-    auto hg = rt->enqueue(g);
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        // Allgather: rank r contributes r+1 rows of 3 elements.
+        auto in =
+            std::make_shared<HostTensor>(DataType::kInt32, std::vector<int64_t>{ctx.rank + 1, 3});
+        for (int i = 0; i < (ctx.rank + 1) * 3; ++i) in->as<int32_t>()[i] = ctx.rank * 1000 + i;
+        Request g;
+        g.kind = RequestKind::kAllgather;
+        g.name = "gather";
+        g.input = in;
+        auto hg = rt->enqueue(g);
 
-    auto b = filledFloats(10, ctx.rank == ctx.size - 1 ? 42.0f : -1.0f);
-    Request br;
-    br.kind = RequestKind::kBroadcast;
-    br.name = "bcast";
-    br.input = b;
-    br.root = ctx.size - 1;
-    auto hb = rt->enqueue(br);
+        auto b = filledFloats(10, ctx.rank == ctx.size - 1 ? 42.0f : -1.0f);
+        Request br;
+        br.kind = RequestKind::kBroadcast;
+        br.name = "bcast";
+        br.input = b;
+        br.root = ctx.size - 1;
+        auto hb = rt->enqueue(br);
 
-    auto avg = filledFloats(5, static_cast<float>(ctx.rank * 2));
-    auto ha = rt->enqueue(allreduceOf("avg", avg, ReduceOp::kAverage));
-    Request bar;
-    bar.kind = RequestKind::kBarrier;
-    auto hbar = rt->enqueue(bar);
+        auto avg = filledFloats(5, static_cast<float>(ctx.rank * 2));
+        auto ha = rt->enqueue(allreduceOf("avg", avg, ReduceOp::kAverage));
+        Request bar;
+        bar.kind = RequestKind::kBarrier;
+        auto hbar = rt->enqueue(bar);
 
-    hg->wait();
-    auto out = hg->output();
-    int64_t rows = ctx.size * (ctx.size + 1) / 2;
-    REQUIRE(out->shape() == (std::vector<int64_t>{rows, 3}), "allgather shape");
-    const int32_t* o = static_cast<const int32_t*>(out->data());
-    size_t at = 0;
-    for (int r = 0; r < ctx.size; ++r) {
-      for (int i = 0; i < (r + 1) * 3; ++i) REQUIRE(o[at++] == r * 1000 + i, "allgather value at " << at);
-    }
-    hb->wait();
-    for (int i = 0; i < 10; ++i) REQUIRE(b->as<float>()[i] == 42.0f + static_cast<float>(i), "broadcast");
-    ha->wait();
-    float mean = static_cast<float>(ctx.size - 1);  // mean of 2r over ranks
-    for (int i = 0; i < 5; ++i) REQUIRE(avg->as<float>()[i] == mean + static_cast<float>(i), "average " << avg->as<float>()[i]);
-    hbar->wait();
-  });
+        hg->wait();
+        auto out = hg->output();
+        int64_t rows = ctx.size * (ctx.size + 1) / 2;
+        REQUIRE(out->shape() == (std::vector<int64_t>{rows, 3}), "allgather shape");
+        const int32_t* o = static_cast<const int32_t*>(out->data());
+        size_t at = 0;
+        for (int r = 0; r < ctx.size; ++r) {
+          for (int i = 0; i < (r + 1) * 3; ++i)
+            REQUIRE(o[at++] == r * 1000 + i, "allgather value at " << at);
+        }
+        hb->wait();
+        for (int i = 0; i < 10; ++i)
+          REQUIRE(b->as<float>()[i] == 42.0f + static_cast<float>(i), "broadcast");
+        ha->wait();
+        float mean = static_cast<float>(ctx.size - 1);  // mean of 2r over ranks
+        for (int i = 0; i < 5; ++i)
+          REQUIRE(avg->as<float>()[i] == mean + static_cast<float>(i),
+                  "average " << avg->as<float>()[i]);
+        hbar->wait();
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, RuntimeWorlds, ::testing::Values(1, 2, 3, 4));
@@ -114,79 +124,83 @@ INSTANTIATE_TEST_SUITE_P(Sizes, RuntimeWorlds, ::testing::Values(1, 2, 3, 4));
 TEST(Runtime, DuplicateNameInFlightIsAnImmediateError) {
   RankSpec spec;
   spec.size = 2;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    auto t = filledFloats(4, 1.0f);
-    std::shared_ptr<Handle> first;
-    if (ctx.rank == 0) {
-      first = rt->enqueue(allreduceOf("dup", t));
-      bool threw = false;
-      try {
-        rt->enqueue(allreduceOf("dup", filledFloats(4, 1.0f)));
-      } catch (const Error& e) {
-        threw = e.code() == ErrorCode::kInvalidArgument &&
-                std::string(e.what()).find("'dup'") != std::string::npos;
-      }
-      REQUIRE(threw, "a second 'dup' in flight must throw kInvalidArgument at once");
-    }
-    // Rank 1 submits late: rank 0's request waits meanwhile.
-    Request bar;
-    bar.kind = RequestKind::kBarrier;
-    if (ctx.rank == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      first = rt->enqueue(allreduceOf("dup", t));
-    }
-    first->wait();
-    REQUIRE(t->as<float>()[0] == 2.0f, "dup result");
-    // Once complete, the name is free again.
-    auto again = rt->enqueue(allreduceOf("dup", t));
-    again->wait();
-    REQUIRE(t->as<float>()[0] == 4.0f, "second dup result");
-  });
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        auto t = filledFloats(4, 1.0f);
+        std::shared_ptr<Handle> first;
+        if (ctx.rank == 0) {
+          first = rt->enqueue(allreduceOf("dup", t));
+          bool threw = false;
+          try {
+            rt->enqueue(allreduceOf("dup", filledFloats(4, 1.0f)));
+          } catch (const Error& e) {
+            threw = e.code() == ErrorCode::kInvalidArgument &&
+                    std::string(e.what()).find("'dup'") != std::string::npos;
+          }
+          REQUIRE(threw, "a second 'dup' in flight must throw kInvalidArgument at once");
+        }
+        // Rank 1 submits late: rank 0's request waits meanwhile.
+        Request bar;
+        bar.kind = RequestKind::kBarrier;
+        if (ctx.rank == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          first = rt->enqueue(allreduceOf("dup", t));
+        }
+        first->wait();
+        REQUIRE(t->as<float>()[0] == 2.0f, "dup result");
+        // Once complete, the name is free again.
+        auto again = rt->enqueue(allreduceOf("dup", t));
+        again->wait();
+        REQUIRE(t->as<float>()[0] == 4.0f, "second dup result");
+      });
 }
 
 TEST(Runtime, ShutdownThenInitAgainWithADifferentWorld) {
   RankSpec spec;
   spec.size = 3;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    auto t = filledFloats(8, 1.0f);
-    rt->enqueue(allreduceOf("x", t))->wait();
-    REQUIRE(t->as<float>()[0] == 3.0f, "world of 3");
-    rt->shutdown();
-    REQUIRE(!rt->isInitialized(), "after shutdown");
-    bool threw = false;
-    try {
-      rt->enqueue(allreduceOf("y", t));
-    } catch (const Error& e) {
-      threw = e.code() == ErrorCode::kAborted;
-    }
-    REQUIRE(threw, "enqueue after shutdown throws kAborted");
-    rt.reset();
-    if (ctx.rank == 2) return;
-    rt = Runtime::init(runtimeTestSettings(), ctx.communicator("second", ctx.rank, 2));
-    REQUIRE(rt->size() == 2 && rt->rank() == ctx.rank, "second world");
-    auto u = filledFloats(8, 1.0f);
-    rt->enqueue(allreduceOf("x", u))->wait();
-    REQUIRE(u->as<float>()[0] == 2.0f, "world of 2: " << u->as<float>()[0]);
-  });
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        auto t = filledFloats(8, 1.0f);
+        rt->enqueue(allreduceOf("x", t))->wait();
+        REQUIRE(t->as<float>()[0] == 3.0f, "world of 3");
+        rt->shutdown();
+        REQUIRE(!rt->isInitialized(), "after shutdown");
+        bool threw = false;
+        try {
+          rt->enqueue(allreduceOf("y", t));
+        } catch (const Error& e) {
+          threw = e.code() == ErrorCode::kAborted;
+        }
+        REQUIRE(threw, "enqueue after shutdown throws kAborted");
+        rt.reset();
+        if (ctx.rank == 2) return;
+        rt = Runtime::init(runtimeTestSettings(), ctx.communicator("second", ctx.rank, 2));
+        REQUIRE(rt->size() == 2 && rt->rank() == ctx.rank, "second world");
+        auto u = filledFloats(8, 1.0f);
+        rt->enqueue(allreduceOf("x", u))->wait();
+        REQUIRE(u->as<float>()[0] == 2.0f, "world of 2: " << u->as<float>()[0]);
+      });
 }
 
 TEST(Runtime, OneRankShuttingDownStopsTheOthersCleanly) {
   RankSpec spec;
   spec.size = 2;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    if (ctx.rank == 0) {
-      rt->shutdown();
-      return;
-    }
-    // Either the request is refused (the runtime already stopped) or its handle fails.
-    bool threw = false;
-    try {
-      rt->enqueue(allreduceOf("never", filledFloats(4, 1.0f)))->wait(std::chrono::seconds(30));
-    } catch (const Error& e) {
-      threw = e.code() == ErrorCode::kAborted && std::string(e.what()).find("rank 0") != std::string::npos;
-    }
-    REQUIRE(threw, "the pending request fails with kAborted naming rank 0");
-  });
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        if (ctx.rank == 0) {
+          rt->shutdown();
+          return;
+        }
+        // Either the request is refused (the runtime already stopped) or its handle fails.
+        bool threw = false;
+        try {
+          rt->enqueue(allreduceOf("never", filledFloats(4, 1.0f)))->wait(std::chrono::seconds(30));
+        } catch (const Error& e) {
+          threw = e.code() == ErrorCode::kAborted &&
+                  std::string(e.what()).find("rank 0") != std::string::npos;
+        }
+        REQUIRE(threw, "the pending request fails with kAborted naming rank 0");
+      });
 }
 
 }  // namespace

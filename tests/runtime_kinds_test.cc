@@ -10,8 +10,8 @@
 namespace ronde::testing {
 namespace {
 
-Request allreduceOf(const std::string& name, std::shared_ptr<Tensor> t, ReduceOp op = ReduceOp::kSum,
-                    int process_set = 0) {
+Request allreduceOf(const std::string& name, std::shared_ptr<Tensor> t,
+                    ReduceOp op = ReduceOp::kSum, int process_set = 0) {
   Request r;
   r.name = name;
   r.input = r.output = t;
@@ -23,194 +23,207 @@ Request allreduceOf(const std::string& name, std::shared_ptr<Tensor> t, ReduceOp
 TEST(RuntimeKinds, AlltoallWithUnevenSplits) {
   RankSpec spec;
   spec.size = 3;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    int n = ctx.size;
-    // Rank r sends r + j + 1 rows (2 elements each) to rank j; row value = 100 r + 10 j + row.
-    std::vector<int64_t> splits;
-    int64_t rows = 0;
-    for (int j = 0; j < n; ++j) {
-      splits.push_back(ctx.rank + j + 1);
-      rows += ctx.rank + j + 1;
-    }
-    auto in = std::make_shared<HostTensor>(DataType::kInt64, std::vector<int64_t>{rows, 2});
-    int64_t at = 0;
-    for (int j = 0; j < n; ++j) {
-      for (int k = 0; k < ctx.rank + j + 1; ++k, ++at) {
-        in->as<int64_t>()[2 * at] = in->as<int64_t>()[2 * at + 1] = 100 * ctx.rank + 10 * j + k;
-      }
-    }
-    Request r;
-    r.kind = RequestKind::kAlltoall;
-    r.name = "a2a";
-    r.input = in;
-    r.splits = splits;
-    auto h = rt->enqueue(r);
-    h->wait();
-    std::vector<int64_t> got_rows = h->result();
-    REQUIRE(got_rows.size() == static_cast<size_t>(n), "result size");
-    const int64_t* out = static_cast<const int64_t*>(h->output()->data());
-    at = 0;
-    for (int src = 0; src < n; ++src) {
-      REQUIRE(got_rows[static_cast<size_t>(src)] == src + ctx.rank + 1, "rows from " << src);
-      for (int k = 0; k < src + ctx.rank + 1; ++k, ++at) {
-        REQUIRE(out[2 * at] == 100 * src + 10 * ctx.rank + k, "alltoall value from " << src << " row " << k);
-      }
-    }
-  });
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        int n = ctx.size;
+        // Rank r sends r + j + 1 rows (2 elements each) to rank j; row value = 100 r + 10 j + row.
+        std::vector<int64_t> splits;
+        int64_t rows = 0;
+        for (int j = 0; j < n; ++j) {
+          splits.push_back(ctx.rank + j + 1);
+          rows += ctx.rank + j + 1;
+        }
+        auto in = std::make_shared<HostTensor>(DataType::kInt64, std::vector<int64_t>{rows, 2});
+        int64_t at = 0;
+        for (int j = 0; j < n; ++j) {
+          for (int k = 0; k < ctx.rank + j + 1; ++k, ++at) {
+            in->as<int64_t>()[2 * at] = in->as<int64_t>()[2 * at + 1] = 100 * ctx.rank + 10 * j + k;
+          }
+        }
+        Request r;
+        r.kind = RequestKind::kAlltoall;
+        r.name = "a2a";
+        r.input = in;
+        r.splits = splits;
+        auto h = rt->enqueue(r);
+        h->wait();
+        std::vector<int64_t> got_rows = h->result();
+        REQUIRE(got_rows.size() == static_cast<size_t>(n), "result size");
+        const int64_t* out = static_cast<const int64_t*>(h->output()->data());
+        at = 0;
+        for (int src = 0; src < n; ++src) {
+          REQUIRE(got_rows[static_cast<size_t>(src)] == src + ctx.rank + 1, "rows from " << src);
+          for (int k = 0; k < src + ctx.rank + 1; ++k, ++at) {
+            REQUIRE(out[2 * at] == 100 * src + 10 * ctx.rank + k,
+                    "alltoall value from " << src << " row " << k);
+          }
+        }
+      });
 }
 
 TEST(RuntimeKinds, ReducescatterSplitsRowsAmongRanks) {
   RankSpec spec;
   spec.size = 3;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    auto in = std::make_shared<HostTensor>(DataType::kFloat32, std::vector<int64_t>{7, 2});
-    for (int i = 0; i < 14; ++i) in->as<float>()[i] = static_cast<float>(i * (ctx.rank + 1));
-    Request r;
-    r.kind = RequestKind::kReducescatter;
-    r.name = "rs";
-    r.input = in;
-    r.scaling.postscale = 0.5;
-    auto h = rt->enqueue(r);
-    h->wait();
-    // 7 rows among 3 ranks: 3, 2, 2.
-    int64_t first_row = ctx.rank == 0 ? 0 : (ctx.rank == 1 ? 3 : 5);
-    int64_t my_rows = ctx.rank == 0 ? 3 : 2;
-    REQUIRE(h->output()->shape() == (std::vector<int64_t>{my_rows, 2}), "shape");
-    const float* out = static_cast<const float*>(h->output()->data());
-    for (int64_t i = 0; i < my_rows * 2; ++i) {
-      float want = 0.5f * static_cast<float>((first_row * 2 + i) * 6);  // 1 + 2 + 3
-      REQUIRE(out[i] == want, "element " << i << ": " << out[i] << " != " << want);
-    }
-  });
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        auto in = std::make_shared<HostTensor>(DataType::kFloat32, std::vector<int64_t>{7, 2});
+        for (int i = 0; i < 14; ++i) in->as<float>()[i] = static_cast<float>(i * (ctx.rank + 1));
+        Request r;
+        r.kind = RequestKind::kReducescatter;
+        r.name = "rs";
+        r.input = in;
+        r.scaling.postscale = 0.5;
+        auto h = rt->enqueue(r);
+        h->wait();
+        // 7 rows among 3 ranks: 3, 2, 2.
+        int64_t first_row = ctx.rank == 0 ? 0 : (ctx.rank == 1 ? 3 : 5);
+        int64_t my_rows = ctx.rank == 0 ? 3 : 2;
+        REQUIRE(h->output()->shape() == (std::vector<int64_t>{my_rows, 2}), "shape");
+        const float* out = static_cast<const float*>(h->output()->data());
+        for (int64_t i = 0; i < my_rows * 2; ++i) {
+          float want = 0.5f * static_cast<float>((first_row * 2 + i) * 6);  // 1 + 2 + 3
+          REQUIRE(out[i] == want, "element " << i << ": " << out[i] << " != " << want);
+        }
+      });
 }
 
 TEST(RuntimeKinds, JoinedRanksContributeZerosAndJoinReturnsTheLastRank) {
   RankSpec spec;
   spec.size = 3;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    // Rank r has r + 1 batches: rank 2 joins last.
-    for (int step = 0; step <= ctx.rank; ++step) {
-      auto t = filledFloats(5, 1.0f);
-      rt->enqueue(allreduceOf("grad", t))->wait(std::chrono::seconds(30));
-      int contributors = ctx.size - step;  // ranks with a batch at this step
-      REQUIRE(t->as<float>()[0] == static_cast<float>(contributors), "step " << step << ": " << t->as<float>()[0]);
-    }
-    Request j;
-    j.kind = RequestKind::kJoin;
-    auto h = rt->enqueue(j);
-    h->wait(std::chrono::seconds(30));
-    REQUIRE(h->result() == std::vector<int64_t>{2}, "last rank to join: " << h->result().at(0));
-    // The runtime works normally after the join.
-    auto t = filledFloats(2, 1.0f);
-    rt->enqueue(allreduceOf("after", t))->wait(std::chrono::seconds(30));
-    REQUIRE(t->as<float>()[0] == 3.0f, "after join");
-  });
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        // Rank r has r + 1 batches: rank 2 joins last.
+        for (int step = 0; step <= ctx.rank; ++step) {
+          auto t = filledFloats(5, 1.0f);
+          rt->enqueue(allreduceOf("grad", t))->wait(std::chrono::seconds(30));
+          int contributors = ctx.size - step;  // ranks with a batch at this step
+          REQUIRE(t->as<float>()[0] == static_cast<float>(contributors),
+                  "step " << step << ": " << t->as<float>()[0]);
+        }
+        Request j;
+        j.kind = RequestKind::kJoin;
+        auto h = rt->enqueue(j);
+        h->wait(std::chrono::seconds(30));
+        REQUIRE(h->result() == std::vector<int64_t>{2}, "last rank to join: " << h->result().at(0));
+        // The runtime works normally after the join.
+        auto t = filledFloats(2, 1.0f);
+        rt->enqueue(allreduceOf("after", t))->wait(std::chrono::seconds(30));
+        REQUIRE(t->as<float>()[0] == 3.0f, "after join");
+      });
 }
 
 TEST(RuntimeKinds, ProcessSetsRunOnTheirMembersOnly) {
   RankSpec spec;
   spec.size = 4;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    int even = rt->addProcessSet({0, 2});
-    int odd = rt->addProcessSet({3, 1});
-    REQUIRE(even != odd && even > 0, "ids " << even << " " << odd);
-    int mine = ctx.rank % 2 == 0 ? even : odd;
-    for (int step = 0; step < 3; ++step) {
-      auto s = filledFloats(6, static_cast<float>(ctx.rank));
-      auto m = filledFloats(6, static_cast<float>(ctx.rank));
-      auto hs = rt->enqueue(allreduceOf("x", s, ReduceOp::kSum, mine));
-      auto hm = rt->enqueue(allreduceOf("y", m, ReduceOp::kMin, mine));
-      Request b;
-      b.kind = RequestKind::kBroadcast;
-      b.name = "b";
-      b.process_set = mine;
-      b.root = 1;  // the set's second member: rank 2 or rank 3
-      b.input = b.output = filledFloats(3, static_cast<float>(ctx.rank * 10));
-      auto hb = rt->enqueue(b);
-      hs->wait();
-      hm->wait();
-      hb->wait();
-      float sum = ctx.rank % 2 == 0 ? 2.0f : 4.0f;
-      float min = ctx.rank % 2 == 0 ? 0.0f : 1.0f;
-      REQUIRE(s->as<float>()[1] == sum + 2.0f, "set sum " << s->as<float>()[1]);
-      REQUIRE(m->as<float>()[1] == min + 1.0f, "set min " << m->as<float>()[1]);
-      float root_value = ctx.rank % 2 == 0 ? 20.0f : 30.0f;
-      REQUIRE(std::static_pointer_cast<HostTensor>(b.input)->as<float>()[0] == root_value, "set broadcast");
-    }
-    // A world allreduce still spans everyone.
-    auto w = filledFloats(2, 1.0f);
-    rt->enqueue(allreduceOf("w", w))->wait();
-    REQUIRE(w->as<float>()[0] == 4.0f, "world");
-    rt->removeProcessSet(even);
-    rt->removeProcessSet(odd);
-    bool threw = false;
-    try {
-      rt->enqueue(allreduceOf("x", filledFloats(2, 1.0f), ReduceOp::kSum, mine));
-    } catch (const Error& e) {
-      threw = e.code() == ErrorCode::kInvalidArgument;
-    }
-    REQUIRE(threw, "a removed set is refused");
-  });
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        int even = rt->addProcessSet({0, 2});
+        int odd = rt->addProcessSet({3, 1});
+        REQUIRE(even != odd && even > 0, "ids " << even << " " << odd);
+        int mine = ctx.rank % 2 == 0 ? even : odd;
+        for (int step = 0; step < 3; ++step) {
+          auto s = filledFloats(6, static_cast<float>(ctx.rank));
+          auto m = filledFloats(6, static_cast<float>(ctx.rank));
+          auto hs = rt->enqueue(allreduceOf("x", s, ReduceOp::kSum, mine));
+          auto hm = rt->enqueue(allreduceOf("y", m, ReduceOp::kMin, mine));
+          Request b;
+          b.kind = RequestKind::kBroadcast;
+          b.name = "b";
+          b.process_set = mine;
+          b.root = 1;  // the set's second member: rank 2 or rank 3
+          b.input = b.output = filledFloats(3, static_cast<float>(ctx.rank * 10));
+          auto hb = rt->enqueue(b);
+          hs->wait();
+          hm->wait();
+          hb->wait();
+          float sum = ctx.rank % 2 == 0 ? 2.0f : 4.0f;
+          float min = ctx.rank % 2 == 0 ? 0.0f : 1.0f;
+          REQUIRE(s->as<float>()[1] == sum + 2.0f, "set sum " << s->as<float>()[1]);
+          REQUIRE(m->as<float>()[1] == min + 1.0f, "set min " << m->as<float>()[1]);
+          float root_value = ctx.rank % 2 == 0 ? 20.0f : 30.0f;
+          REQUIRE(std::static_pointer_cast<HostTensor>(b.input)->as<float>()[0] == root_value,
+                  "set broadcast");
+        }
+        // A world allreduce still spans everyone.
+        auto w = filledFloats(2, 1.0f);
+        rt->enqueue(allreduceOf("w", w))->wait();
+        REQUIRE(w->as<float>()[0] == 4.0f, "world");
+        rt->removeProcessSet(even);
+        rt->removeProcessSet(odd);
+        bool threw = false;
+        try {
+          rt->enqueue(allreduceOf("x", filledFloats(2, 1.0f), ReduceOp::kSum, mine));
+        } catch (const Error& e) {
+          threw = e.code() == ErrorCode::kInvalidArgument;
+        }
+        REQUIRE(threw, "a removed set is refused");
+      });
 }
 
 TEST(RuntimeKinds, GroupsScalingAndMixedDtypesFuse) {
   RankSpec spec;
   spec.size = 2;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    for (int step = 0; step < 3; ++step) {
-      std::vector<Request> group;
-      std::vector<std::shared_ptr<HostTensor>> tensors;
-      for (int i = 0; i < 6; ++i) {
-        DataType type = i % 2 ? DataType::kFloat16 : DataType::kFloat32;
-        auto t = std::make_shared<HostTensor>(type, std::vector<int64_t>{4 + i});
-        for (int e = 0; e < 4 + i; ++e) {
-          if (type == DataType::kFloat16) {
-            t->as<_Float16>()[e] = static_cast<_Float16>(e + ctx.rank);
-          } else {
-            t->as<float>()[e] = static_cast<float>(e + ctx.rank);
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        for (int step = 0; step < 3; ++step) {
+          std::vector<Request> group;
+          std::vector<std::shared_ptr<HostTensor>> tensors;
+          for (int i = 0; i < 6; ++i) {
+            DataType type = i % 2 ? DataType::kFloat16 : DataType::kFloat32;
+            auto t = std::make_shared<HostTensor>(type, std::vector<int64_t>{4 + i});
+            for (int e = 0; e < 4 + i; ++e) {
+              if (type == DataType::kFloat16) {
+                t->as<_Float16>()[e] = static_cast<_Float16>(e + ctx.rank);
+              } else {
+                t->as<float>()[e] = static_cast<float>(e + ctx.rank);
+              }
+            }
+            Request r = allreduceOf("g" + std::to_string(i), t, ReduceOp::kAverage);
+            r.scaling.prescale = 4.0;
+            r.scaling.postscale = 0.5;
+            tensors.push_back(t);
+            group.push_back(r);
+          }
+          auto handles =
+              step == 1 ? rt->enqueueGroup(group) : std::vector<std::shared_ptr<Handle>>{};
+          if (step != 1) {
+            for (Request& r : group) handles.push_back(rt->enqueue(r));
+          }
+          for (auto& h : handles) h->wait(std::chrono::seconds(30));
+          for (int i = 0; i < 6; ++i) {
+            for (int e = 0; e < 4 + i; ++e) {
+              double got = i % 2 ? static_cast<double>(tensors[i]->as<_Float16>()[e])
+                                 : tensors[i]->as<float>()[e];
+              double want = 2.0 * (e + 0.5);  // mean(e + r) * 4 * 0.5
+              REQUIRE(std::fabs(got - want) < 1e-3,
+                      "tensor " << i << " element " << e << ": " << got << " != " << want);
+            }
           }
         }
-        Request r = allreduceOf("g" + std::to_string(i), t, ReduceOp::kAverage);
-        r.scaling.prescale = 4.0;
-        r.scaling.postscale = 0.5;
-        tensors.push_back(t);
-        group.push_back(r);
-      }
-      auto handles = step == 1 ? rt->enqueueGroup(group) : std::vector<std::shared_ptr<Handle>>{};
-      if (step != 1) {
-        for (Request& r : group) handles.push_back(rt->enqueue(r));
-      }
-      for (auto& h : handles) h->wait(std::chrono::seconds(30));
-      for (int i = 0; i < 6; ++i) {
-        for (int e = 0; e < 4 + i; ++e) {
-          double got = i % 2 ? static_cast<double>(tensors[i]->as<_Float16>()[e]) : tensors[i]->as<float>()[e];
-          double want = 2.0 * (e + 0.5);  // mean(e + r) * 4 * 0.5
-          REQUIRE(std::fabs(got - want) < 1e-3, "tensor " << i << " element " << e << ": " << got << " != " << want);
-        }
-      }
-    }
-  });
+      });
 }
 
 TEST(RuntimeKinds, KnobsChangedWhileRunningFollowRankZero) {
   RankSpec spec;
   spec.size = 3;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    for (int step = 0; step < 12; ++step) {
-      // Ranks ask for different values; rank 0's must win everywhere or the plans would differ.
-      if (step % 3 == 0) rt->setFusionThreshold((ctx.rank + step) % 2 ? 0 : 64 * (step + 1));
-      if (step == 5) rt->setCycleTime(0.5 + ctx.rank);
-      std::vector<std::shared_ptr<HostTensor>> tensors;
-      std::vector<std::shared_ptr<Handle>> handles;
-      for (int i = 0; i < 20; ++i) {
-        auto t = filledFloats(static_cast<size_t>(3 + i), static_cast<float>(ctx.rank));
-        tensors.push_back(t);
-        handles.push_back(rt->enqueue(allreduceOf("k" + std::to_string(i), t)));
-      }
-      for (auto& h : handles) h->wait(std::chrono::seconds(30));
-      for (int i = 0; i < 20; ++i) REQUIRE(tensors[i]->as<float>()[2] == 3.0f + 6.0f, "knobs step " << step);
-    }
-  });
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        for (int step = 0; step < 12; ++step) {
+          // Ranks ask for different values; rank 0's must win everywhere or the plans would differ.
+          if (step % 3 == 0) rt->setFusionThreshold((ctx.rank + step) % 2 ? 0 : 64 * (step + 1));
+          if (step == 5) rt->setCycleTime(0.5 + ctx.rank);
+          std::vector<std::shared_ptr<HostTensor>> tensors;
+          std::vector<std::shared_ptr<Handle>> handles;
+          for (int i = 0; i < 20; ++i) {
+            auto t = filledFloats(static_cast<size_t>(3 + i), static_cast<float>(ctx.rank));
+            tensors.push_back(t);
+            handles.push_back(rt->enqueue(allreduceOf("k" + std::to_string(i), t)));
+          }
+          for (auto& h : handles) h->wait(std::chrono::seconds(30));
+          for (int i = 0; i < 20; ++i)
+            REQUIRE(tensors[i]->as<float>()[2] == 3.0f + 6.0f, "knobs step " << step);
+        }
+      });
 }
 
 }  // namespace

@@ -41,7 +41,9 @@ std::vector<MismatchCase> cases() {
       {"dtype",
        [](int rank) {
          Request r = base(rank);
-         if (rank == 1) r.input = r.output = std::make_shared<HostTensor>(DataType::kFloat64, std::vector<int64_t>{6});
+         if (rank == 1)
+           r.input = r.output =
+               std::make_shared<HostTensor>(DataType::kFloat64, std::vector<int64_t>{6});
          return r;
        },
        {"dtype mismatch", "float32", "float64"}},
@@ -87,7 +89,9 @@ std::vector<MismatchCase> cases() {
       {"device",
        [](int rank) {
          Request r = base(rank);
-         if (rank == 1) r.input = r.output = std::make_shared<DeviceTensor>(DataType::kFloat32, std::vector<int64_t>{6});
+         if (rank == 1)
+           r.input = r.output =
+               std::make_shared<DeviceTensor>(DataType::kFloat32, std::vector<int64_t>{6});
          return r;
        },
        {"device mismatch", "cpu", "cuda:0"}},
@@ -96,7 +100,8 @@ std::vector<MismatchCase> cases() {
          Request r;
          r.kind = RequestKind::kAllgather;
          r.name = "m";
-         r.input = std::make_shared<HostTensor>(DataType::kFloat32, std::vector<int64_t>{2, rank + 2});
+         r.input =
+             std::make_shared<HostTensor>(DataType::kFloat32, std::vector<int64_t>{2, rank + 2});
          return r;
        },
        {"shape (beyond the first dimension) mismatch", "[2]", "[3]"}},
@@ -109,32 +114,36 @@ TEST_P(RuntimeMismatch, FailsOnEveryRankAndTheRuntimeGoesOn) {
   MismatchCase c = cases()[static_cast<size_t>(GetParam())];
   RankSpec spec;
   spec.size = 3;
-  runRuntimeRanks(spec, runtimeTestSettings(), [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    for (int round = 0; round < 2; ++round) {  // the second round meets the cache
-      auto h = rt->enqueue(c.request(ctx.rank));
-      std::string message;
-      try {
-        h->wait(std::chrono::seconds(30));
-      } catch (const Error& e) {
-        REQUIRE(e.code() == ErrorCode::kMismatch, c.label << ": code " << errorCodeName(e.code()) << ": " << e.what());
-        message = e.what();
-      }
-      REQUIRE(!message.empty(), c.label << ": no error on rank " << ctx.rank);
-      REQUIRE(message.find("'m'") != std::string::npos, "names the tensor: " << message);
-      for (const std::string& s : c.expected) {
-        REQUIRE(message.find(s) != std::string::npos, c.label << ": '" << s << "' missing in: " << message);
-      }
-      auto t = filledFloats(3, 1.0f);
-      Request ok;
-      ok.name = "after";
-      ok.input = ok.output = t;
-      rt->enqueue(ok)->wait(std::chrono::seconds(30));
-      REQUIRE(t->as<float>()[0] == 3.0f, "the runtime works after a mismatch");
-    }
-  });
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        for (int round = 0; round < 2; ++round) {  // the second round meets the cache
+          auto h = rt->enqueue(c.request(ctx.rank));
+          std::string message;
+          try {
+            h->wait(std::chrono::seconds(30));
+          } catch (const Error& e) {
+            REQUIRE(e.code() == ErrorCode::kMismatch,
+                    c.label << ": code " << errorCodeName(e.code()) << ": " << e.what());
+            message = e.what();
+          }
+          REQUIRE(!message.empty(), c.label << ": no error on rank " << ctx.rank);
+          REQUIRE(message.find("'m'") != std::string::npos, "names the tensor: " << message);
+          for (const std::string& s : c.expected) {
+            REQUIRE(message.find(s) != std::string::npos,
+                    c.label << ": '" << s << "' missing in: " << message);
+          }
+          auto t = filledFloats(3, 1.0f);
+          Request ok;
+          ok.name = "after";
+          ok.input = ok.output = t;
+          rt->enqueue(ok)->wait(std::chrono::seconds(30));
+          REQUIRE(t->as<float>()[0] == 3.0f, "the runtime works after a mismatch");
+        }
+      });
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, RuntimeMismatch, ::testing::Range(0, static_cast<int>(cases().size())),
+INSTANTIATE_TEST_SUITE_P(Cases, RuntimeMismatch,
+                         ::testing::Range(0, static_cast<int>(cases().size())),
                          [](const auto& info) {
                            std::string name = cases()[static_cast<size_t>(info.param)].label;
                            for (char& ch : name) {
@@ -146,26 +155,28 @@ INSTANTIATE_TEST_SUITE_P(Cases, RuntimeMismatch, ::testing::Range(0, static_cast
 TEST(RuntimeMismatch, ASignatureChangeAfterCachingIsStillChecked) {
   RankSpec spec;
   spec.size = 2;
-  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    for (int step = 0; step < 4; ++step) {
-      Request r = base(ctx.rank);
-      bool diverge = step == 2 && ctx.rank == 1;
-      if (diverge) r.input = r.output = filledFloats(9, 1.0f);
-      auto h = rt->enqueue(r);
-      if (step == 2) {
-        bool failed = false;
-        try {
-          h->wait(std::chrono::seconds(30));
-        } catch (const Error& e) {
-          failed = e.code() == ErrorCode::kMismatch;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        for (int step = 0; step < 4; ++step) {
+          Request r = base(ctx.rank);
+          bool diverge = step == 2 && ctx.rank == 1;
+          if (diverge) r.input = r.output = filledFloats(9, 1.0f);
+          auto h = rt->enqueue(r);
+          if (step == 2) {
+            bool failed = false;
+            try {
+              h->wait(std::chrono::seconds(30));
+            } catch (const Error& e) {
+              failed = e.code() == ErrorCode::kMismatch;
+            }
+            REQUIRE(failed, "step 2 must fail with a mismatch on rank " << ctx.rank);
+          } else {
+            h->wait(std::chrono::seconds(30));
+            REQUIRE(std::static_pointer_cast<HostTensor>(r.input)->as<float>()[1] == 4.0f,
+                    "step " << step);
+          }
         }
-        REQUIRE(failed, "step 2 must fail with a mismatch on rank " << ctx.rank);
-      } else {
-        h->wait(std::chrono::seconds(30));
-        REQUIRE(std::static_pointer_cast<HostTensor>(r.input)->as<float>()[1] == 4.0f, "step " << step);
-      }
-    }
-  });
+      });
 }
 
 }  // namespace

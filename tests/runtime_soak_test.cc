@@ -35,21 +35,23 @@ int64_t sendRows(const Planned& p, int r, int j) { return (r + 2 * j + p.salt) %
 std::vector<Planned> planStep(int step, int size) {
   std::mt19937 rng(static_cast<unsigned>(step * 7919 + size));
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  const DataType types[] = {DataType::kInt32, DataType::kInt64, DataType::kFloat16,
+  const DataType types[] = {DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
                             DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
   std::vector<Planned> plan;
   int count = 1 + pick(10);
   for (int i = 0; i < count; ++i) {
     Planned p;
     int k = pick(10);
-    p.kind = k < 5 ? RequestKind::kAllreduce
-                   : k == 5 ? RequestKind::kAllgather
-                   : k == 6 ? RequestKind::kBroadcast
-                   : k == 7 ? RequestKind::kAlltoall : RequestKind::kReducescatter;
+    p.kind = k < 5    ? RequestKind::kAllreduce
+             : k == 5 ? RequestKind::kAllgather
+             : k == 6 ? RequestKind::kBroadcast
+             : k == 7 ? RequestKind::kAlltoall
+                      : RequestKind::kReducescatter;
     // A small pool of names: they return with other shapes, dtypes and kinds.
     p.name = "n" + std::to_string(pick(12)) + "." + std::to_string(i);
     p.type = types[pick(6)];
-    const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct, ReduceOp::kAverage};
+    const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct,
+                            ReduceOp::kAverage};
     p.op = ops[pick(isFloat(p.type) ? 5 : 4)];
     if (isFloat(p.type) && pick(3) == 0) p.scaling = Scaling{2.0, 0.5};
     p.cols = 1 + (pick(4) == 0 ? pick(3000) : pick(40));
@@ -64,7 +66,8 @@ std::vector<Planned> planStep(int step, int size) {
 }
 
 void fill(Tensor& t, int rank, int salt, size_t offset = 0) {
-  for (size_t i = 0; i < t.numel(); ++i) storeValue(t.dtype(), t.data(), i, inputValue(t.dtype(), rank, offset + i, salt));
+  for (size_t i = 0; i < t.numel(); ++i)
+    storeValue(t.dtype(), t.data(), i, inputValue(t.dtype(), rank, offset + i, salt));
 }
 
 double tolerance(DataType type, double want) {
@@ -79,10 +82,19 @@ double reduced(const Planned& p, int size, size_t i) {
   for (int r = 1; r < size; ++r) {
     double v = inputValue(p.type, r, i, p.salt) * pre;
     switch (p.op) {
-      case ReduceOp::kSum: case ReduceOp::kAverage: acc += v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-      case ReduceOp::kProduct: acc *= v; break;
+      case ReduceOp::kSum:
+      case ReduceOp::kAverage:
+        acc += v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+      case ReduceOp::kProduct:
+        acc *= v;
+        break;
     }
   }
   if (p.op == ReduceOp::kAverage) acc /= size;
@@ -94,8 +106,9 @@ void check(const Planned& p, Handle& h, Tensor& input, int rank, int size) {
   auto expect = [&](size_t i, double want) {
     double got = loadValue(p.type, out->data(), i);
     REQUIRE(std::fabs(got - want) <= tolerance(p.type, want),
-            static_cast<int>(p.kind) << " '" << p.name << "' " << dataTypeName(p.type) << " " << reduceOpName(p.op)
-                          << " element " << i << ": got " << got << ", want " << want);
+            static_cast<int>(p.kind)
+                << " '" << p.name << "' " << dataTypeName(p.type) << " " << reduceOpName(p.op)
+                << " element " << i << ": got " << got << ", want " << want);
   };
   size_t cols = static_cast<size_t>(p.cols);
   switch (p.kind) {
@@ -108,7 +121,8 @@ void check(const Planned& p, Handle& h, Tensor& input, int rank, int size) {
     case RequestKind::kAllgather: {
       size_t at = 0;
       for (int r = 0; r < size; ++r) {
-        for (size_t i = 0; i < static_cast<size_t>(gatherRows(p, r)) * cols; ++i) expect(at++, inputValue(p.type, r, i, p.salt));
+        for (size_t i = 0; i < static_cast<size_t>(gatherRows(p, r)) * cols; ++i)
+          expect(at++, inputValue(p.type, r, i, p.salt));
       }
       REQUIRE(at == out->numel(), "allgather size");
       break;
@@ -128,10 +142,12 @@ void check(const Planned& p, Handle& h, Tensor& input, int rank, int size) {
     case RequestKind::kReducescatter: {
       int64_t first = 0;
       for (int r = 0; r < rank; ++r) first += p.rows / size + (r < p.rows % size ? 1 : 0);
-      for (size_t i = 0; i < out->numel(); ++i) expect(i, reduced(p, size, static_cast<size_t>(first) * cols + i));
+      for (size_t i = 0; i < out->numel(); ++i)
+        expect(i, reduced(p, size, static_cast<size_t>(first) * cols + i));
       break;
     }
-    default: break;
+    default:
+      break;
   }
   (void)input;
 }
@@ -148,7 +164,8 @@ TEST(RuntimeSoak, RandomMixesAgainstAReference) {
     runRuntimeRanks(spec, settings, [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
       std::mt19937 order_rng(static_cast<unsigned>(ctx.rank + 1));
       for (int step = 0; step < steps; ++step) {
-        if (ctx.rank == 0 && step % 97 == 0) rt->setFusionThreshold(step % 2 ? 0 : 1024 * (1 + step % 5));
+        if (ctx.rank == 0 && step % 97 == 0)
+          rt->setFusionThreshold(step % 2 ? 0 : 1024 * (1 + step % 5));
         std::vector<Planned> plan = planStep(step, size);
         std::vector<size_t> order(plan.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -176,7 +193,8 @@ TEST(RuntimeSoak, RandomMixesAgainstAReference) {
           fill(*t, ctx.rank, p.salt);
           inputs[i] = t;
           r.input = t;
-          if (p.kind == RequestKind::kAllreduce && step % 2) r.output = t;  // in place, half the time
+          if (p.kind == RequestKind::kAllreduce && step % 2)
+            r.output = t;  // in place, half the time
           handles[i] = rt->enqueue(r);
         }
         for (size_t i = 0; i < plan.size(); ++i) {

@@ -55,23 +55,27 @@ TEST(RuntimeTimeline, FileIsJsonWithTheExpectedEvents) {
     if (ctx.rank != 0) return;
     json events = json::parse(readFile(path));  // throws on invalid JSON
     REQUIRE(events.is_array() && !events.empty(), "an array of events");
-    std::map<int, std::string> rows;  // tid -> tensor name
+    std::map<int, std::string> rows;                          // tid -> tensor name
     std::map<std::string, std::set<std::string>> activities;  // tensor -> activities seen
     bool cycle_marker = false, cached = false, args_ok = false;
     for (const json& e : events) {
       REQUIRE(e.contains("ph") && e.contains("name"), "every event has ph and name: " << e.dump());
-      if (e["ph"] == "M" && e["name"] == "thread_name") rows[e["tid"].get<int>()] = e["args"]["name"];
-      if (e["ph"] == "i" && e["name"].get<std::string>().rfind("CYCLE", 0) == 0) cycle_marker = true;
+      if (e["ph"] == "M" && e["name"] == "thread_name")
+        rows[e["tid"].get<int>()] = e["args"]["name"];
+      if (e["ph"] == "i" && e["name"].get<std::string>().rfind("CYCLE", 0) == 0)
+        cycle_marker = true;
       if (e["ph"] != "X") continue;
       REQUIRE(e.contains("ts") && e.contains("dur") && e.contains("tid"), "complete event fields");
       std::string tensor = rows.at(e["tid"].get<int>());
       activities[tensor].insert(e["name"].get<std::string>());
       if (e["name"] == "NEGOTIATE" && tensor == "grad.1") {
-        args_ok = e["args"]["dtype"] == "float32" && e["args"]["shape"] == "[17]" && e["args"]["bytes"] == 68;
+        args_ok = e["args"]["dtype"] == "float32" && e["args"]["shape"] == "[17]" &&
+                  e["args"]["bytes"] == 68;
         if (e["args"]["cached"] == true) cached = true;
       }
     }
-    for (const char* a : {"NEGOTIATE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"}) {
+    for (const char* a : {"NEGOTIATE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "ALLREDUCE",
+                          "MEMCPY_OUT_FUSION_BUFFER"}) {
       REQUIRE(activities["grad.0"].count(a), "grad.0 lacks " << a);
     }
     REQUIRE(activities["grad.gather"].count("ALLGATHER"), "allgather span");
@@ -87,39 +91,43 @@ TEST(RuntimeTimeline, StartedAndStoppedAtRunTimeAndReadableAfterADeath) {
   spec.size = 2;
   std::string path = "/tmp/ronde-timeline-run-" + std::to_string(::getpid()) + ".json";
   std::string cut = path + ".cut";
-  runRuntimeRanks(spec, runtimeTestSettings(), [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    runSteps(*rt, 1, "before.");
-    rt->startTimeline(path, false);
-    runSteps(*rt, 2, "during.");
-    rt->stopTimeline();
-    runSteps(*rt, 1, "after.");
-    // A job that dies with its timeline open: the file ends in the middle of the array.
-    rt->startTimeline(cut, false);
-    runSteps(*rt, 2, "cut.");
-    Request bar;
-    bar.kind = RequestKind::kBarrier;
-    rt->enqueue(bar)->wait();
-    if (ctx.rank != 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the writer catches up
-    json events = json::parse(readFile(path));
-    std::set<std::string> tensors;
-    for (const json& e : events) {
-      if (e["ph"] == "M" && e["name"] == "thread_name") tensors.insert(e["args"]["name"].get<std::string>());
-    }
-    REQUIRE(tensors.count("during.0") && !tensors.count("before.0") && !tensors.count("after.0"),
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        runSteps(*rt, 1, "before.");
+        rt->startTimeline(path, false);
+        runSteps(*rt, 2, "during.");
+        rt->stopTimeline();
+        runSteps(*rt, 1, "after.");
+        // A job that dies with its timeline open: the file ends in the middle of the array.
+        rt->startTimeline(cut, false);
+        runSteps(*rt, 2, "cut.");
+        Request bar;
+        bar.kind = RequestKind::kBarrier;
+        rt->enqueue(bar)->wait();
+        if (ctx.rank != 0) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the writer catches up
+        json events = json::parse(readFile(path));
+        std::set<std::string> tensors;
+        for (const json& e : events) {
+          if (e["ph"] == "M" && e["name"] == "thread_name")
+            tensors.insert(e["args"]["name"].get<std::string>());
+        }
+        REQUIRE(
+            tensors.count("during.0") && !tensors.count("before.0") && !tensors.count("after.0"),
             "only what ran while the timeline was on");
-    // What chrome://tracing and Perfetto do with an unterminated array: drop the trailing
-    // comma and close it.
-    std::string text = readFile(cut);
-    REQUIRE(text.size() > 2 && text.substr(text.size() - 2) == ",\n", "events end with a comma");
-    text = text.substr(0, text.size() - 2) + "]";
-    json cut_events = json::parse(text);
-    bool seen = false;
-    for (const json& e : cut_events) seen |= e["name"] == "ALLREDUCE";
-    REQUIRE(seen, "the cut timeline holds the collectives");
-    std::remove(path.c_str());
-    ::_exit(0);  // die with the timeline open (the parent sees success)
-  });
+        // What chrome://tracing and Perfetto do with an unterminated array: drop the trailing
+        // comma and close it.
+        std::string text = readFile(cut);
+        REQUIRE(text.size() > 2 && text.substr(text.size() - 2) == ",\n",
+                "events end with a comma");
+        text = text.substr(0, text.size() - 2) + "]";
+        json cut_events = json::parse(text);
+        bool seen = false;
+        for (const json& e : cut_events) seen |= e["name"] == "ALLREDUCE";
+        REQUIRE(seen, "the cut timeline holds the collectives");
+        std::remove(path.c_str());
+        ::_exit(0);  // die with the timeline open (the parent sees success)
+      });
   std::remove(cut.c_str());
 }
 

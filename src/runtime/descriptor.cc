@@ -10,15 +10,24 @@ namespace ronde::runtime {
 
 const char* kindName(uint8_t kind) {
   switch (kind) {
-    case static_cast<uint8_t>(RequestKind::kAllreduce): return "allreduce";
-    case static_cast<uint8_t>(RequestKind::kAllgather): return "allgather";
-    case static_cast<uint8_t>(RequestKind::kBroadcast): return "broadcast";
-    case static_cast<uint8_t>(RequestKind::kAlltoall): return "alltoall";
-    case static_cast<uint8_t>(RequestKind::kReducescatter): return "reducescatter";
-    case static_cast<uint8_t>(RequestKind::kBarrier): return "barrier";
-    case static_cast<uint8_t>(RequestKind::kJoin): return "join";
-    case kAddProcessSetKind: return "add_process_set";
-    case kRemoveProcessSetKind: return "remove_process_set";
+    case static_cast<uint8_t>(RequestKind::kAllreduce):
+      return "allreduce";
+    case static_cast<uint8_t>(RequestKind::kAllgather):
+      return "allgather";
+    case static_cast<uint8_t>(RequestKind::kBroadcast):
+      return "broadcast";
+    case static_cast<uint8_t>(RequestKind::kAlltoall):
+      return "alltoall";
+    case static_cast<uint8_t>(RequestKind::kReducescatter):
+      return "reducescatter";
+    case static_cast<uint8_t>(RequestKind::kBarrier):
+      return "barrier";
+    case static_cast<uint8_t>(RequestKind::kJoin):
+      return "join";
+    case kAddProcessSetKind:
+      return "add_process_set";
+    case kRemoveProcessSetKind:
+      return "remove_process_set";
   }
   return "unknown";
 }
@@ -142,9 +151,7 @@ bool reduces(uint8_t kind) {
          kind == static_cast<uint8_t>(RequestKind::kReducescatter);
 }
 
-bool hasTensor(uint8_t kind) {
-  return kind <= static_cast<uint8_t>(RequestKind::kReducescatter);
-}
+bool hasTensor(uint8_t kind) { return kind <= static_cast<uint8_t>(RequestKind::kReducescatter); }
 
 // Ranks' first dimension may differ for allgather and alltoall.
 bool firstDimVaries(uint8_t kind) {
@@ -170,10 +177,10 @@ struct Field {
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> kFields = {
-      {"kind", [](uint8_t) { return true; }, [](const Descriptor& d) { return std::string(kindName(d.kind)); }},
+      {"kind", [](uint8_t) { return true; },
+       [](const Descriptor& d) { return std::string(kindName(d.kind)); }},
       {"dtype", hasTensor, [](const Descriptor& d) { return std::string(dataTypeName(d.dtype)); }},
-      {"shape",
-       [](uint8_t k) { return hasTensor(k) && !firstDimVaries(k); },
+      {"shape", [](uint8_t k) { return hasTensor(k) && !firstDimVaries(k); },
        [](const Descriptor& d) { return formatShape(d.shape); }},
       {"shape (beyond the first dimension)", firstDimVaries,
        [](const Descriptor& d) {
@@ -188,8 +195,7 @@ const std::vector<Field>& fields() {
       {"device", hasTensor, [](const Descriptor& d) { return deviceName(d.device); }},
       {"process set ranks", [](uint8_t k) { return k == kAddProcessSetKind; },
        [](const Descriptor& d) { return formatShape(d.splits); }},
-      {"group",
-       [](uint8_t) { return true; },
+      {"group", [](uint8_t) { return true; },
        [](const Descriptor& d) {
          return d.group.empty() ? std::string("none")
                                 : "'" + d.group + "' of " + std::to_string(d.group_size);

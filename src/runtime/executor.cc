@@ -19,12 +19,14 @@ void fillWith(void* data, size_t count, T value) {
 template <typename T>
 void fillLimits(void* data, size_t count, ReduceOp op) {
   if (op == ReduceOp::kProduct) return fillWith<T>(data, count, T(1));
-  if (op == ReduceOp::kMin) return fillWith<T>(data, count, std::numeric_limits<T>::has_infinity
-                                                             ? std::numeric_limits<T>::infinity()
-                                                             : std::numeric_limits<T>::max());
-  if (op == ReduceOp::kMax) return fillWith<T>(data, count, std::numeric_limits<T>::has_infinity
-                                                             ? -std::numeric_limits<T>::infinity()
-                                                             : std::numeric_limits<T>::lowest());
+  if (op == ReduceOp::kMin)
+    return fillWith<T>(data, count,
+                       std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                            : std::numeric_limits<T>::max());
+  if (op == ReduceOp::kMax)
+    return fillWith<T>(data, count,
+                       std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                            : std::numeric_limits<T>::lowest());
   std::memset(data, 0, count * sizeof(T));
 }
 
@@ -75,13 +77,20 @@ unsigned char* sized(std::vector<unsigned char>& buffer, size_t bytes) {
 
 void fillIdentity(void* data, size_t count, DataType type, ReduceOp op) {
   switch (type) {
-    case DataType::kUInt8: return fillLimits<uint8_t>(data, count, op);
-    case DataType::kInt8: return fillLimits<int8_t>(data, count, op);
-    case DataType::kInt16: return fillLimits<int16_t>(data, count, op);
-    case DataType::kInt32: return fillLimits<int32_t>(data, count, op);
-    case DataType::kInt64: return fillLimits<int64_t>(data, count, op);
-    case DataType::kFloat32: return fillLimits<float>(data, count, op);
-    case DataType::kFloat64: return fillLimits<double>(data, count, op);
+    case DataType::kUInt8:
+      return fillLimits<uint8_t>(data, count, op);
+    case DataType::kInt8:
+      return fillLimits<int8_t>(data, count, op);
+    case DataType::kInt16:
+      return fillLimits<int16_t>(data, count, op);
+    case DataType::kInt32:
+      return fillLimits<int32_t>(data, count, op);
+    case DataType::kInt64:
+      return fillLimits<int64_t>(data, count, op);
+    case DataType::kFloat32:
+      return fillLimits<float>(data, count, op);
+    case DataType::kFloat64:
+      return fillLimits<double>(data, count, op);
     case DataType::kFloat16:
     case DataType::kBFloat16: {
       bool half = type == DataType::kFloat16;
@@ -117,7 +126,8 @@ void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
 
   if (!first.error.empty()) {
     for (Part& p : parts) p.error = std::make_exception_ptr(Error(first.error_code, first.error));
-  } else if (d.device.kind != Device::Kind::kCpu && d.kind <= static_cast<uint8_t>(RequestKind::kReducescatter)) {
+  } else if (d.device.kind != Device::Kind::kCpu &&
+             d.kind <= static_cast<uint8_t>(RequestKind::kReducescatter)) {
     for (Part& p : parts) {
       p.error = std::make_exception_ptr(makeError(ErrorCode::kInvalidArgument, "tensor '", d.name,
                                                   "': device tensors are not supported yet"));
@@ -131,24 +141,36 @@ void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
           allreduceFused(parts);
         }
         break;
-      case static_cast<uint8_t>(RequestKind::kAllgather): allgather(parts[0]); break;
-      case static_cast<uint8_t>(RequestKind::kBroadcast): broadcast(parts[0]); break;
-      case static_cast<uint8_t>(RequestKind::kAlltoall): alltoall(parts[0], &result); break;
-      case static_cast<uint8_t>(RequestKind::kReducescatter): reducescatter(parts[0]); break;
+      case static_cast<uint8_t>(RequestKind::kAllgather):
+        allgather(parts[0]);
+        break;
+      case static_cast<uint8_t>(RequestKind::kBroadcast):
+        broadcast(parts[0]);
+        break;
+      case static_cast<uint8_t>(RequestKind::kAlltoall):
+        alltoall(parts[0], &result);
+        break;
+      case static_cast<uint8_t>(RequestKind::kReducescatter):
+        reducescatter(parts[0]);
+        break;
       case static_cast<uint8_t>(RequestKind::kBarrier): {
         auto start = Clock::now();
         comm_.barrier();
         span(parts[0], "BARRIER", start);
         break;
       }
-      case static_cast<uint8_t>(RequestKind::kJoin): break;
+      case static_cast<uint8_t>(RequestKind::kJoin):
+        break;
       case kAddProcessSetKind: {
         std::vector<int> ranks(d.splits.begin(), d.splits.end());
         result = {sets_.add(ranks)};
         break;
       }
-      case kRemoveProcessSetKind: sets_.remove(d.root); break;
-      default: RONDE_CHECK(false, "unknown request kind " << int(d.kind));
+      case kRemoveProcessSetKind:
+        sets_.remove(d.root);
+        break;
+      default:
+        RONDE_CHECK(false, "unknown request kind " << int(d.kind));
     }
   }
   for (Part& p : parts) {
@@ -232,7 +254,8 @@ void Executor::allreduceFused(std::vector<Part>& parts) {
   offset = 0;
   for (Part& p : parts) {
     size_t count = static_cast<size_t>(p.response->descriptor().numel());
-    if (p.local && !p.error) copyScaled(p.output->data(), buffer + offset * element, count, d0.dtype, scale);
+    if (p.local && !p.error)
+      copyScaled(p.output->data(), buffer + offset * element, count, d0.dtype, scale);
     offset += count;
   }
   for (Part& p : parts) span(p, "MEMCPY_OUT_FUSION_BUFFER", out_start);
@@ -280,7 +303,8 @@ void Executor::broadcast(Part& part) {
       part.output = resolveOutput(part.local->request, d.shape, true);
       buffer = part.output->data();
       const void* in = part.local->request.input->data();
-      if (comm_.rank() == root && in != buffer) std::memcpy(buffer, in, count * dataTypeSize(d.dtype));
+      if (comm_.rank() == root && in != buffer)
+        std::memcpy(buffer, in, count * dataTypeSize(d.dtype));
     } catch (...) {
       part.error = std::current_exception();
     }
@@ -345,7 +369,8 @@ void Executor::reducescatter(Part& part) {
   int64_t my_rows = 0;
   for (int64_t i = 0; i < k; ++i) {
     int64_t rows = n / k + (i < n % k ? 1 : 0);
-    counts[static_cast<size_t>(r.members[static_cast<size_t>(i)])] = static_cast<size_t>(rows) * row;
+    counts[static_cast<size_t>(r.members[static_cast<size_t>(i)])] =
+        static_cast<size_t>(rows) * row;
     if (r.members[static_cast<size_t>(i)] == comm_.rank()) my_rows = rows;
   }
   size_t count = static_cast<size_t>(d.numel());

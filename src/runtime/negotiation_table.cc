@@ -72,8 +72,9 @@ std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
     }
     candidates.push_back({it, r, members ? *members : std::vector<int>{}});
   }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.it->second.seq < b.it->second.seq; });
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.it->second.seq < b.it->second.seq;
+  });
 
   std::vector<Response> ready;
   bool join_done = false;

@@ -40,7 +40,8 @@ std::string ProcessSets::validate(const std::vector<int>& ranks, int world_size)
       return "rank " + std::to_string(sorted[i]) + " is outside the world of " +
              std::to_string(world_size);
     }
-    if (i > 0 && sorted[i] == sorted[i - 1]) return "rank " + std::to_string(sorted[i]) + " appears twice";
+    if (i > 0 && sorted[i] == sorted[i - 1])
+      return "rank " + std::to_string(sorted[i]) + " appears twice";
   }
   return "";
 }

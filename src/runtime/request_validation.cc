@@ -11,8 +11,8 @@ namespace {
 
 template <typename... Parts>
 [[noreturn]] void reject(const Request& request, const Parts&... parts) {
-  throw makeError(ErrorCode::kInvalidArgument, kindName(static_cast<uint8_t>(request.kind)),
-                  " '", request.name, "': ", parts...);
+  throw makeError(ErrorCode::kInvalidArgument, kindName(static_cast<uint8_t>(request.kind)), " '",
+                  request.name, "': ", parts...);
 }
 
 bool carriesTensor(RequestKind kind) {
@@ -84,13 +84,15 @@ Descriptor describeRequest(const Request& request, const std::vector<int>& membe
       }
       break;
     }
-    default: break;
+    default:
+      break;
   }
-  bool same_shape = request.kind == RequestKind::kAllreduce || request.kind == RequestKind::kBroadcast;
+  bool same_shape =
+      request.kind == RequestKind::kAllreduce || request.kind == RequestKind::kBroadcast;
   if (request.output) {
     if (request.output->dtype() != d.dtype) {
-      reject(request, "output dtype ", dataTypeName(request.output->dtype()), " differs from input ",
-             dataTypeName(d.dtype));
+      reject(request, "output dtype ", dataTypeName(request.output->dtype()),
+             " differs from input ", dataTypeName(d.dtype));
     }
     if (same_shape && request.output->numel() != request.input->numel()) {
       reject(request, "output shape ", formatShape(request.output->shape()), " differs from input ",

@@ -29,8 +29,8 @@ struct Agreement {
 struct Response {
   RequestKey key;
   std::shared_ptr<const Agreement> agreement;
-  std::vector<int> members;     // world ranks of the process set, sorted
-  std::string error;            // non-empty: fails on every member with error_code
+  std::vector<int> members;  // world ranks of the process set, sorted
+  std::string error;         // non-empty: fails on every member with error_code
   ErrorCode error_code = ErrorCode::kMismatch;
   std::vector<int64_t> result;  // join: {last rank to join}
   int cache_slot = -1;          // the response came from (or was put into) this cache slot

@@ -2,7 +2,8 @@
 
 namespace ronde::runtime {
 
-ResponseCache::ResponseCache(int capacity) : slots_(static_cast<size_t>(capacity > 0 ? capacity : 0)) {}
+ResponseCache::ResponseCache(int capacity)
+    : slots_(static_cast<size_t>(capacity > 0 ? capacity : 0)) {}
 
 int ResponseCache::find(const RequestKey& key) const {
   auto it = index_.find(key);

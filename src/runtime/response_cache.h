@@ -31,7 +31,9 @@ class ResponseCache {
   // Caches (or refreshes) `response`; returns the keys whose slots were replaced or evicted,
   // whose waiting requests must now take the full path.
   std::vector<RequestKey> put(const Response& response);
-  void touch(int slot) { if (slots_[static_cast<size_t>(slot)]) slots_[static_cast<size_t>(slot)]->last_used = ++clock_; }
+  void touch(int slot) {
+    if (slots_[static_cast<size_t>(slot)]) slots_[static_cast<size_t>(slot)]->last_used = ++clock_;
+  }
   std::vector<RequestKey> dropProcessSet(int id);
 
  private:

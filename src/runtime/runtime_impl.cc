@@ -10,8 +10,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint8_t kStopFlag = 1;        // the rank asked the runtime to shut down
-constexpr uint8_t kStallStopFlag = 2;   // rank 0's stall inspector shuts the runtime down
+constexpr uint8_t kStopFlag = 1;       // the rank asked the runtime to shut down
+constexpr uint8_t kStallStopFlag = 2;  // rank 0's stall inspector shuts the runtime down
 
 std::exception_ptr abortedError(const std::string& why) {
   return std::make_exception_ptr(Error(ErrorCode::kAborted, why));
@@ -43,12 +43,15 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
                     settings.fusion_threshold_bytes);
   }
   if (!(settings.cycle_time_ms > 0)) {
-    throw makeError(ErrorCode::kConfig, "RONDE_CYCLE_TIME must be > 0 ms, not ", settings.cycle_time_ms);
+    throw makeError(ErrorCode::kConfig, "RONDE_CYCLE_TIME must be > 0 ms, not ",
+                    settings.cycle_time_ms);
   }
   if (settings.cache_capacity < 0) {
-    throw makeError(ErrorCode::kConfig, "RONDE_CACHE_CAPACITY must be >= 0, not ", settings.cache_capacity);
+    throw makeError(ErrorCode::kConfig, "RONDE_CACHE_CAPACITY must be >= 0, not ",
+                    settings.cache_capacity);
   }
-  if (!settings.timeline_path.empty()) startTimeline(settings.timeline_path, settings.timeline_mark_cycles);
+  if (!settings.timeline_path.empty())
+    startTimeline(settings.timeline_path, settings.timeline_mark_cycles);
   thread_ = std::thread([this] { backgroundLoop(); });
 }
 
@@ -95,7 +98,8 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::enqueueGroup(std::vector<Reque
   return submit(std::move(requests), true);
 }
 
-std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> requests, bool grouped) {
+std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> requests,
+                                                         bool grouped) {
   if (requests.empty()) return {};
   std::vector<LocalRequest> locals;
   auto now = Clock::now();
@@ -105,7 +109,8 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> re
     if (request.kind == RequestKind::kJoin) {
       if (request.name.empty()) request.name = "join";
       if (request.process_set != 0) {
-        throw makeError(ErrorCode::kInvalidArgument, "join '", request.name, "': join spans all ranks");
+        throw makeError(ErrorCode::kInvalidArgument, "join '", request.name,
+                        "': join spans all ranks");
       }
       if (grouped) throw makeError(ErrorCode::kInvalidArgument, "join cannot be grouped");
     }
@@ -124,12 +129,14 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> re
       d.group = group;
       d.group_size = static_cast<int32_t>(requests.size());
     }
-    locals.push_back(LocalRequest{std::move(request), std::move(d), std::make_shared<HandleImpl>(), now, -1});
+    locals.push_back(
+        LocalRequest{std::move(request), std::move(d), std::make_shared<HandleImpl>(), now, -1});
   }
   return submitDescribed(std::move(locals));
 }
 
-std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(std::vector<LocalRequest> locals) {
+std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
+    std::vector<LocalRequest> locals) {
   std::vector<std::shared_ptr<Handle>> handles;
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
@@ -177,8 +184,10 @@ int RuntimeImpl::addProcessSet(std::vector<int> ranks) {
 }
 
 void RuntimeImpl::removeProcessSet(int id) {
-  if (id == 0) throw makeError(ErrorCode::kInvalidArgument, "process set 0 (all ranks) cannot be removed");
-  if (!sets_.ranks(id)) throw makeError(ErrorCode::kInvalidArgument, "process set ", id, " does not exist");
+  if (id == 0)
+    throw makeError(ErrorCode::kInvalidArgument, "process set 0 (all ranks) cannot be removed");
+  if (!sets_.ranks(id))
+    throw makeError(ErrorCode::kInvalidArgument, "process set ", id, " does not exist");
   Descriptor d;
   d.kind = kRemoveProcessSetKind;
   d.root = id;
@@ -214,13 +223,15 @@ RuntimeStats RuntimeImpl::stats() const {
 }
 
 void RuntimeImpl::setFusionThreshold(int64_t bytes) {
-  if (bytes < 0) throw makeError(ErrorCode::kInvalidArgument, "fusion threshold must be >= 0, not ", bytes);
+  if (bytes < 0)
+    throw makeError(ErrorCode::kInvalidArgument, "fusion threshold must be >= 0, not ", bytes);
   wanted_fusion_threshold_ = bytes;
   knobs_changed_ = true;
 }
 
 void RuntimeImpl::setCycleTime(double milliseconds) {
-  if (!(milliseconds > 0)) throw makeError(ErrorCode::kInvalidArgument, "cycle time must be > 0 ms");
+  if (!(milliseconds > 0))
+    throw makeError(ErrorCode::kInvalidArgument, "cycle time must be > 0 ms");
   wanted_cycle_ms_ = milliseconds;
   knobs_changed_ = true;
 }
@@ -242,7 +253,8 @@ void RuntimeImpl::backgroundLoop() {
       // The communicator aborts itself on its own failures; anything else must still reach
       // the other ranks, which would otherwise wait for this one.
       try {
-        comm_->abort(std::string("rank ") + std::to_string(rank_) + "'s runtime failed: " + e.what());
+        comm_->abort(std::string("rank ") + std::to_string(rank_) +
+                     "'s runtime failed: " + e.what());
       } catch (...) {
       }
       log(LogLevel::kError, "runtime stopped: ", e.what());
@@ -294,7 +306,8 @@ bool RuntimeImpl::runCycle() {
   ++cycle_;
   auto now = Clock::now();
   applyTimelineRequest();
-  if (timeline_ && timeline_->markCycles()) timeline_->marker("CYCLE " + std::to_string(cycle_), now);
+  if (timeline_ && timeline_->markCycles())
+    timeline_->marker("CYCLE " + std::to_string(cycle_), now);
   drainIncoming();
   // Requests waiting on the cached path go the full way when another rank announced the same
   // name in full (a changed signature), or when they waited long enough for the stall
@@ -317,8 +330,8 @@ bool RuntimeImpl::runCycle() {
     waiting = table_.waiting(sets_);
     stall_stop = !waiting.empty() && stall_inspector_.shouldShutDown(waiting, now);
   }
-  bool need_full = !to_announce_.empty() || stopping || stall_stop ||
-                   (rank_ == 0 && knobs_changed_.load());
+  bool need_full =
+      !to_announce_.empty() || stopping || stall_stop || (rank_ == 0 && knobs_changed_.load());
 
   std::vector<Response> ready;
   int stopped_by = -1;
@@ -327,7 +340,8 @@ bool RuntimeImpl::runCycle() {
   bool full = exchangeCacheBits(need_full, &ready);
   size_t cached = ready.size();
   if (full) {
-    exchangeAnnouncements(stopping ? kStopFlag : (stall_stop ? kStallStopFlag : 0), &ready, &stopped_by);
+    exchangeAnnouncements(stopping ? kStopFlag : (stall_stop ? kStallStopFlag : 0), &ready,
+                          &stopped_by);
     stop_flags = stopped_by >= 0 ? 1 : 0;
   }
   auto negotiation_end = Clock::now();
@@ -341,7 +355,8 @@ bool RuntimeImpl::runCycle() {
     stats_.cached_responses += cached;
     stats_.collectives += units;
     if (!ready.empty()) {
-      stats_.negotiation_seconds += std::chrono::duration<double>(negotiation_end - negotiation_start).count();
+      stats_.negotiation_seconds +=
+          std::chrono::duration<double>(negotiation_end - negotiation_start).count();
     }
   }
   idle_cycles_ = everyone_idle_ ? idle_cycles_ + 1 : 0;
@@ -351,10 +366,10 @@ bool RuntimeImpl::runCycle() {
     if (!report.empty()) log(LogLevel::kWarning, report);
   }
   if (stop_flags) {
-    failEverything(abortedError(stall_stopped_ ? "the runtime was shut down by rank 0's stall inspector: "
-                                                 "requests waited past RONDE_STALL_SHUTDOWN_TIME_SECONDS"
-                                               : "the runtime was shut down by rank " +
-                                                     std::to_string(stopped_by)));
+    failEverything(abortedError(
+        stall_stopped_ ? "the runtime was shut down by rank 0's stall inspector: "
+                         "requests waited past RONDE_STALL_SHUTDOWN_TIME_SECONDS"
+                       : "the runtime was shut down by rank " + std::to_string(stopped_by)));
     return false;
   }
   return true;
@@ -388,8 +403,8 @@ bool RuntimeImpl::exchangeCacheBits(bool need_full, std::vector<Response>* ready
     if (!cache_bits_[kHeader + s]) continue;
     const Response* r = cache_.at(static_cast<int>(s));
     if (r == nullptr) continue;
-    bool someone_active = std::any_of(r->members.begin(), r->members.end(),
-                                      [&](int m) { return !table_.joined(m); });
+    bool someone_active =
+        std::any_of(r->members.begin(), r->members.end(), [&](int m) { return !table_.joined(m); });
     if (!someone_active) continue;
     ready->push_back(*r);
     cache_.touch(static_cast<int>(s));
@@ -400,7 +415,8 @@ bool RuntimeImpl::exchangeCacheBits(bool need_full, std::vector<Response>* ready
   return cache_bits_[0] == 0;
 }
 
-void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* ready, int* stopped_by) {
+void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* ready,
+                                        int* stopped_by) {
   WireWriter writer;
   writer.u8(flags);
   if (rank_ == 0) {
@@ -491,8 +507,8 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
     auto it = pending_.find(key);
     return it == pending_.end() ? nullptr : &it->second;
   };
-  auto done = [this](const RequestKey& key, std::shared_ptr<Tensor> output, std::vector<int64_t> result,
-                     std::exception_ptr error) {
+  auto done = [this](const RequestKey& key, std::shared_ptr<Tensor> output,
+                     std::vector<int64_t> result, std::exception_ptr error) {
     finish(key, std::move(output), std::move(result), std::move(error));
   };
   std::vector<ExecutionUnit> plan = planExecution(responses, fusion_threshold_);
@@ -500,7 +516,8 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
     if (timeline_) {
       auto now = Clock::now();
       for (size_t i : unit.responses) {
-        if (pending_.count(responses[i].key)) timeline_->span(responses[i].key.second, "QUEUE", ready_at, now, "");
+        if (pending_.count(responses[i].key))
+          timeline_->span(responses[i].key.second, "QUEUE", ready_at, now, "");
       }
     }
     executor_.run(responses, unit, lookup, done);

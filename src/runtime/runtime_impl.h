@@ -94,8 +94,8 @@ class RuntimeImpl final : public Runtime {
 
   // Timeline changes from user threads, applied by the background thread at a cycle's start.
   std::mutex timeline_mutex_;
-  bool timeline_change_ = false;                // guarded by timeline_mutex_
-  std::unique_ptr<Timeline> timeline_next_;     // guarded by timeline_mutex_; null: stop
+  bool timeline_change_ = false;             // guarded by timeline_mutex_
+  std::unique_ptr<Timeline> timeline_next_;  // guarded by timeline_mutex_; null: stop
 
   // Background thread only.
   std::map<RequestKey, LocalRequest> pending_;

@@ -4,7 +4,8 @@
 
 namespace ronde {
 
-std::unique_ptr<Runtime> Runtime::init(const Settings& settings, std::unique_ptr<Communicator> comm) {
+std::unique_ptr<Runtime> Runtime::init(const Settings& settings,
+                                       std::unique_ptr<Communicator> comm) {
   if (!comm) throw makeError(ErrorCode::kInvalidArgument, "Runtime::init needs a communicator");
   return std::make_unique<runtime::RuntimeImpl>(settings, std::move(comm));
 }

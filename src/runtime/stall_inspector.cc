@@ -6,7 +6,8 @@ namespace ronde::runtime {
 namespace {
 
 StallInspector::Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<StallInspector::Clock::duration>(std::chrono::duration<double>(s));
+  return std::chrono::duration_cast<StallInspector::Clock::duration>(
+      std::chrono::duration<double>(s));
 }
 
 std::string rankList(const std::vector<int>& ranks, const Communicator& comm) {
@@ -43,7 +44,8 @@ std::string StallInspector::inspect(const std::vector<NegotiationTable::Waiting>
   last_report_ = now;
   return "stall: " + std::to_string(stalled) +
          " request(s) submitted by some ranks and not by others (one rank may have stopped "
-         "submitting, or submits different names):" + out.str();
+         "submitting, or submits different names):" +
+         out.str();
 }
 
 bool StallInspector::shouldShutDown(const std::vector<NegotiationTable::Waiting>& waiting,

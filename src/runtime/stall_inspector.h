@@ -22,10 +22,11 @@ class StallInspector {
   // the inspector can see who is missing.
   Clock::duration cachedPatience() const;
   // Returns a report to log ("" when there is nothing new to say).
-  std::string inspect(const std::vector<NegotiationTable::Waiting>& waiting, const Communicator& comm,
-                      Clock::time_point now);
+  std::string inspect(const std::vector<NegotiationTable::Waiting>& waiting,
+                      const Communicator& comm, Clock::time_point now);
   // True once a request has waited past the shutdown time.
-  bool shouldShutDown(const std::vector<NegotiationTable::Waiting>& waiting, Clock::time_point now) const;
+  bool shouldShutDown(const std::vector<NegotiationTable::Waiting>& waiting,
+                      Clock::time_point now) const;
 
  private:
   Clock::duration check_;

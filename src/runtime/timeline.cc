@@ -14,11 +14,21 @@ std::string jsonEscape(const std::string& s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -36,7 +46,8 @@ Timeline::Timeline(const std::string& path, bool mark_cycles, size_t queue_capac
     : mark_cycles_(mark_cycles), capacity_(queue_capacity), origin_(Clock::now()) {
   file_ = std::fopen(path.c_str(), "w");
   if (file_ == nullptr) {
-    throw makeError(ErrorCode::kIo, "cannot open the timeline file ", path, ": ", std::strerror(errno));
+    throw makeError(ErrorCode::kIo, "cannot open the timeline file ", path, ": ",
+                    std::strerror(errno));
   }
   std::fputs("[\n", file_);
   std::fprintf(file_,
@@ -55,9 +66,11 @@ Timeline::~Timeline() {
   wake_.notify_all();
   writer_.join();
   // A last event without a trailing comma closes the array: the file becomes strict JSON.
-  std::fprintf(file_, "{\"name\":\"timeline_end\",\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":%lld,"
-                      "\"args\":{\"dropped_events\":%llu}}\n]\n",
-               static_cast<long long>(micros(Clock::now())), static_cast<unsigned long long>(dropped_));
+  std::fprintf(
+      file_,
+      "{\"name\":\"timeline_end\",\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":%lld,"
+      "\"args\":{\"dropped_events\":%llu}}\n]\n",
+      static_cast<long long>(micros(Clock::now())), static_cast<unsigned long long>(dropped_));
   std::fclose(file_);
 }
 
@@ -112,19 +125,24 @@ int Timeline::rowOf(const std::string& tensor) {
   if (it != rows_.end()) return it->second;
   int row = static_cast<int>(rows_.size()) + 1;
   rows_[tensor] = row;
-  std::fprintf(file_, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n",
-               row, jsonEscape(tensor).c_str());
+  std::fprintf(
+      file_,
+      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n",
+      row, jsonEscape(tensor).c_str());
   return row;
 }
 
 void Timeline::write(const Event& e) {
   if (e.duration_us < 0) {
-    std::fprintf(file_, "{\"name\":\"%s\",\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":%lld},\n",
+    std::fprintf(file_,
+                 "{\"name\":\"%s\",\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":%lld},\n",
                  jsonEscape(e.activity).c_str(), static_cast<long long>(e.start_us));
     return;
   }
   int row = rowOf(e.tensor);
-  std::fprintf(file_, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%lld,\"dur\":%lld,\"args\":{%s}},\n",
+  std::fprintf(file_,
+               "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%lld,\"dur\":%lld,"
+               "\"args\":{%s}},\n",
                jsonEscape(e.activity).c_str(), row, static_cast<long long>(e.start_us),
                static_cast<long long>(e.duration_us), e.args.c_str());
 }

@@ -57,9 +57,9 @@ class Timeline {
   Clock::time_point origin_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Event> queue_;     // guarded by mutex_
-  bool stopping_ = false;       // guarded by mutex_
-  uint64_t dropped_ = 0;        // guarded by mutex_
+  std::deque<Event> queue_;          // guarded by mutex_
+  bool stopping_ = false;            // guarded by mutex_
+  uint64_t dropped_ = 0;             // guarded by mutex_
   std::map<std::string, int> rows_;  // writer thread only
   std::thread writer_;
 };

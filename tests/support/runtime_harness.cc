@@ -40,7 +40,8 @@ void runRuntimeRanks(const RankSpec& spec, const Settings& settings, const Runti
 }
 
 std::shared_ptr<HostTensor> filledFloats(size_t n, float value) {
-  auto t = std::make_shared<HostTensor>(DataType::kFloat32, std::vector<int64_t>{static_cast<int64_t>(n)});
+  auto t = std::make_shared<HostTensor>(DataType::kFloat32,
+                                        std::vector<int64_t>{static_cast<int64_t>(n)});
   for (size_t i = 0; i < n; ++i) t->as<float>()[i] = value + static_cast<float>(i);
   return t;
 }

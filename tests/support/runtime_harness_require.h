@@ -5,11 +5,11 @@
 #include <sstream>
 #include <stdexcept>
 
-#define REQUIRE(cond, ...)                                                                   \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      std::ostringstream require_out_;                                                       \
+#define REQUIRE(cond, ...)                                                                  \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::ostringstream require_out_;                                                      \
       require_out_ << __FILE__ << ":" << __LINE__ << ": " #cond " failed: " << __VA_ARGS__; \
-      throw std::runtime_error(require_out_.str());                                          \
-    }                                                                                        \
+      throw std::runtime_error(require_out_.str());                                         \
+    }                                                                                       \
   } while (0)

@@ -1,0 +1,190 @@
+// Unit tests of the runtime's pieces, in one process: the wire form, mismatch messages, the
+// negotiation table (readiness, join, groups, removed sets), the response cache (slots, LRU,
+// invalidation) and the fusion plan.
+#include <gtest/gtest.h>
+
+#include "runtime/descriptor.h"
+#include "runtime/fusion_planner.h"
+#include "runtime/negotiation_table.h"
+#include "runtime/response_cache.h"
+
+namespace ronde::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Descriptor allreduce(const std::string& name, int64_t n, DataType type = DataType::kFloat32) {
+  Descriptor d;
+  d.name = name;
+  d.kind = static_cast<uint8_t>(RequestKind::kAllreduce);
+  d.dtype = type;
+  d.shape = {n};
+  return d;
+}
+
+TEST(RuntimeUnits, DescriptorsRoundTripOnTheWire) {
+  Descriptor d = allreduce("grad/fc1.weight", 12);
+  d.process_set = 3;
+  d.op = ReduceOp::kAverage;
+  d.prescale = 0.25;
+  d.postscale = 8;
+  d.splits = {1, 2, 3};
+  d.device = {Device::Kind::kCuda, 1};
+  d.group = "g";
+  d.group_size = 4;
+  WireWriter w;
+  w.descriptor(d);
+  w.descriptor(allreduce("", 0));
+  WireReader r(w.bytes().data(), w.bytes().size());
+  EXPECT_EQ(r.descriptor(), d);
+  EXPECT_EQ(r.descriptor(), allreduce("", 0));
+  EXPECT_TRUE(r.done());
+  WireReader truncated(w.bytes().data(), 10);
+  EXPECT_THROW(truncated.descriptor(), std::exception);
+}
+
+TEST(RuntimeUnits, MismatchNamesTensorFieldRanksAndValues) {
+  std::vector<std::optional<Descriptor>> per_rank(4);
+  per_rank[0] = allreduce("w", 6);
+  per_rank[1] = allreduce("w", 6, DataType::kFloat16);
+  per_rank[3] = allreduce("w", 6, DataType::kFloat16);
+  EXPECT_EQ(
+      findMismatch(per_rank),
+      "tensor 'w': dtype mismatch between ranks: rank 0 has float32; ranks 1, 3 have float16");
+  per_rank[1] = per_rank[3] = allreduce("w", 6);
+  EXPECT_EQ(findMismatch(per_rank), "");
+  // Allgather: the first dimension may differ, the rest may not.
+  for (auto& d : per_rank) {
+    if (d) d->kind = static_cast<uint8_t>(RequestKind::kAllgather);
+  }
+  per_rank[3]->shape = {9};
+  EXPECT_EQ(findMismatch(per_rank), "");
+}
+
+TEST(RuntimeUnits, TableIsReadyWhenEveryMemberAnnouncedInAnnouncementOrder) {
+  ProcessSets sets(3);
+  NegotiationTable table(3);
+  auto now = Clock::now();
+  table.announce(1, allreduce("b", 4), now);
+  table.announce(0, allreduce("a", 4), now);
+  table.announce(0, allreduce("b", 4), now);
+  EXPECT_TRUE(table.takeReady(sets).empty());
+  table.announce(2, allreduce("a", 4), now);
+  table.announce(2, allreduce("b", 4), now);
+  table.announce(1, allreduce("a", 4), now);
+  auto ready = table.takeReady(sets);
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[0].key.second, "b");  // announced first
+  EXPECT_EQ(ready[1].key.second, "a");
+  EXPECT_TRUE(table.empty());
+}
+
+TEST(RuntimeUnits, JoinedRanksCountForAllreduceOnlyAndJoinReportsTheLast) {
+  ProcessSets sets(3);
+  NegotiationTable table(3);
+  auto now = Clock::now();
+  Descriptor join;
+  join.name = "join";
+  join.kind = static_cast<uint8_t>(RequestKind::kJoin);
+  table.announce(2, join, now);
+  table.announce(0, allreduce("x", 2), now);
+  table.announce(1, allreduce("x", 2), now);
+  Descriptor gather = allreduce("g", 2);
+  gather.kind = static_cast<uint8_t>(RequestKind::kAllgather);
+  table.announce(0, gather, now);
+  table.announce(1, gather, now);
+  auto ready = table.takeReady(sets);
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[0].key.second, "x");
+  EXPECT_TRUE(ready[0].error.empty());
+  EXPECT_FALSE(ready[0].agreement->per_rank[2].has_value());  // rank 2 contributes zeros
+  EXPECT_EQ(ready[1].key.second, "g");
+  EXPECT_NE(ready[1].error.find("joined"), std::string::npos);
+  table.announce(0, join, now);
+  table.announce(1, join, now);
+  ready = table.takeReady(sets);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].result, std::vector<int64_t>{1});
+  EXPECT_FALSE(table.joined(2));
+}
+
+TEST(RuntimeUnits, GroupsAreReleasedTogetherAndSetsOnlyWaitForMembers) {
+  ProcessSets sets(3);
+  int odd = sets.add({1});
+  NegotiationTable table(3);
+  auto now = Clock::now();
+  for (const char* name : {"g0", "g1"}) {
+    Descriptor d = allreduce(name, 2);
+    d.group = "g0";
+    d.group_size = 2;
+    for (int r = 0; r < 3; ++r) {
+      if (std::string(name) == "g0" || r < 2) table.announce(r, d, now);
+    }
+  }
+  Descriptor mine = allreduce("solo", 1);
+  mine.process_set = odd;
+  table.announce(1, mine, now);
+  auto ready = table.takeReady(sets);
+  ASSERT_EQ(ready.size(), 1u);  // g0 waits for g1
+  EXPECT_EQ(ready[0].key.second, "solo");
+  Descriptor g1 = allreduce("g1", 2);
+  g1.group = "g0";
+  g1.group_size = 2;
+  table.announce(2, g1, now);
+  ready = table.takeReady(sets);
+  ASSERT_EQ(ready.size(), 2u);
+  auto waiting = table.waiting(sets);
+  EXPECT_TRUE(waiting.empty());
+}
+
+Response responseFor(const std::string& name, int64_t n, int world = 2) {
+  Response r;
+  r.key = {0, name};
+  auto agreement = std::make_shared<Agreement>();
+  for (int i = 0; i < world; ++i) agreement->per_rank.push_back(allreduce(name, n));
+  r.agreement = agreement;
+  for (int i = 0; i < world; ++i) r.members.push_back(i);
+  return r;
+}
+
+TEST(RuntimeUnits, CacheSlotsEvictLeastRecentlyUsedAndReportInvalidations) {
+  ResponseCache cache(2);
+  EXPECT_TRUE(cache.put(responseFor("a", 1)).empty());
+  EXPECT_TRUE(cache.put(responseFor("b", 1)).empty());
+  int a = cache.find({0, "a"});
+  cache.touch(a);
+  auto evicted = cache.put(responseFor("c", 1));  // evicts b, the least recently used
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].second, "b");
+  EXPECT_EQ(cache.find({0, "b"}), -1);
+  EXPECT_TRUE(cache.matches(cache.find({0, "c"}), 1, allreduce("c", 1)));
+  EXPECT_FALSE(cache.matches(cache.find({0, "c"}), 1, allreduce("c", 2)));
+  auto replaced = cache.put(responseFor("c", 2));  // a new signature takes the same slot
+  ASSERT_EQ(replaced.size(), 1u);
+  EXPECT_TRUE(cache.matches(cache.find({0, "c"}), 0, allreduce("c", 2)));
+  EXPECT_EQ(cache.highWater(), 2);
+  Response failed = responseFor("d", 1);
+  failed.error = "mismatch";
+  EXPECT_FALSE(ResponseCache::cacheable(failed));
+}
+
+TEST(RuntimeUnits, FusionPacksByDtypeUpToTheThreshold) {
+  std::vector<Response> responses;
+  responses.push_back(responseFor("a", 100));  // 400 B
+  responses.push_back(responseFor("b", 100));  // 400 B
+  Response half = responseFor("h", 100);
+  std::const_pointer_cast<Agreement>(half.agreement)->per_rank[0]->dtype = DataType::kFloat16;
+  std::const_pointer_cast<Agreement>(half.agreement)->per_rank[1]->dtype = DataType::kFloat16;
+  responses.push_back(half);
+  responses.push_back(responseFor("c", 100));  // exceeds 1000 B with a, b
+  auto plan = planExecution(responses, 1000);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].responses, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(plan[1].responses, (std::vector<size_t>{2}));
+  EXPECT_EQ(plan[2].responses, (std::vector<size_t>{3}));
+  EXPECT_EQ(planExecution(responses, 0).size(), 4u);        // threshold 0: no fusion
+  EXPECT_EQ(planExecution(responses, 1 << 20).size(), 2u);  // one buffer per dtype
+}
+
+}  // namespace
+}  // namespace ronde::runtime
