@@ -4,6 +4,7 @@
 //
 //   collectives_bench --ranks=2 --transport=shm|tcp [--sizes=4K:256M]
 //       [--collectives=allreduce,allgather,broadcast] [--trials=3] [--trial-seconds=0.15]
+//       [--bind=core|none]
 //       [--shm-chunk=256K] [--tcp-chunk=512K] [--small-allreduce=64K] [--label=ronde]
 //
 // The chunk and threshold flags override CommOptions so that they can be tuned from here.
@@ -29,6 +30,7 @@ struct Config {
   std::vector<size_t> sizes;
   std::vector<Collective> collectives;
   int trials = 3;
+  bool bind = true;  // rank r on CPU r (modulo the CPUs), like mpirun --bind-to core
   double trial_seconds = 0.15;
   int64_t shm_chunk = 0;        // 0: ronde's default
   int64_t tcp_chunk = 0;        // 0: ronde's default
@@ -130,6 +132,7 @@ int main(int argc, char** argv) {
   config.sizes = args.getSizes();
   config.collectives = args.getCollectives("allreduce,allgather,broadcast");
   config.trials = args.getInt("trials", 3);
+  config.bind = args.get("bind", "core") == "core";
   config.trial_seconds = std::stod(args.get("trial-seconds", "0.15"));
   config.shm_chunk = args.getBytes("shm-chunk", 0);
   config.tcp_chunk = args.getBytes("tcp-chunk", 0);
@@ -148,7 +151,7 @@ int main(int argc, char** argv) {
   // The store serves the children's rendezvous from a thread of this (parent) process.
   ronde::TcpStoreServer server("127.0.0.1", 0, "");
   const int port = server.port();
-  return runForkedRanks(config.ranks, [&](int rank) {
+  return runForkedRanks(config.ranks, config.bind, [&](int rank) {
     try {
       return runRank(rank, config, port);
     } catch (const ronde::Error& e) {

@@ -4,7 +4,7 @@
 // program and meet through a gloo::rendezvous::FileStore in a fresh temporary directory.
 //
 //   gloo_bench --ranks=2 [--sizes=4K:256M] [--collectives=allreduce,allgather,broadcast]
-//       [--trials=3] [--trial-seconds=0.15]
+//       [--trials=3] [--trial-seconds=0.15] [--bind=core|none]
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -37,6 +37,7 @@ struct Config {
   std::vector<size_t> sizes;
   std::vector<Collective> collectives;
   int trials = 3;
+  bool bind = true;  // rank r on CPU r (modulo the CPUs), like mpirun --bind-to core
   double trial_seconds = 0.15;
 };
 
@@ -142,6 +143,7 @@ int main(int argc, char** argv) {
   config.sizes = args.getSizes();
   config.collectives = args.getCollectives("allreduce,allgather,broadcast");
   config.trials = args.getInt("trials", 3);
+  config.bind = args.get("bind", "core") == "core";
   config.trial_seconds = std::stod(args.get("trial-seconds", "0.15"));
   args.finish();
 
@@ -151,7 +153,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string store_dir = dir_template;
-  const int code = runForkedRanks(config.ranks, [&](int rank) {
+  const int code = runForkedRanks(config.ranks, config.bind, [&](int rank) {
     return runRank(rank, config, store_dir);
   });
   std::filesystem::remove_all(store_dir);

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -235,7 +236,29 @@ void printMemcpyResult(size_t bytes, const Timing& timing) {
   std::fflush(stdout);
 }
 
-int runForkedRanks(int ranks, const std::function<int(int rank)>& body) {
+namespace {
+
+void bindToCpu(int rank) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  const int cpus = CPU_COUNT(&allowed);
+  int wanted = rank % cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (wanted-- == 0) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      if (sched_setaffinity(0, sizeof(one), &one) != 0) std::perror("sched_setaffinity");
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+int runForkedRanks(int ranks, bool bind, const std::function<int(int rank)>& body) {
   const pid_t parent = getpid();
   std::fflush(stdout);
   std::fflush(stderr);
@@ -250,6 +273,7 @@ int runForkedRanks(int ranks, const std::function<int(int rank)>& body) {
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);
+      if (bind) bindToCpu(rank);
       int code = 1;
       try {
         code = body(rank);

@@ -79,7 +79,10 @@ void printResult(const std::string& impl, const std::string& transport, Collecti
 void printMemcpyResult(size_t bytes, const Timing& timing);
 
 // Forks `ranks` children that each run `body(rank)` and exit with its return value; waits
-// for them all. Returns 0 when every child exited 0. Children die with the parent.
-int runForkedRanks(int ranks, const std::function<int(int rank)>& body);
+// for them all. Returns 0 when every child exited 0. Children die with the parent. With
+// `bind`, rank r runs only on the r-th allowed CPU (modulo their number), as mpirun
+// --bind-to core does: on a small shared host the scheduler may otherwise stack two ranks
+// on one core, and a spinning rank then holds the core its peer needs.
+int runForkedRanks(int ranks, bool bind, const std::function<int(int rank)>& body);
 
 }  // namespace ronde::bench
