@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "support/runtime_harness.h"
 #include "support/runtime_harness_require.h"
@@ -222,6 +223,72 @@ TEST(RuntimeKinds, KnobsChangedWhileRunningFollowRankZero) {
           for (auto& h : handles) h->wait(std::chrono::seconds(30));
           for (int i = 0; i < 20; ++i)
             REQUIRE(tensors[i]->as<float>()[2] == 3.0f + 6.0f, "knobs step " << step);
+        }
+      });
+}
+
+TEST(RuntimeKinds, AllgathersAndBroadcastsFuse) {
+  RankSpec spec;
+  spec.size = 3;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        for (int step = 0; step < 4; ++step) {
+          std::vector<std::shared_ptr<Handle>> gathers, casts;
+          std::vector<std::shared_ptr<HostTensor>> cast_tensors;
+          RuntimeStats before = rt->stats();
+          std::vector<Request> requests;
+          for (int k = 0; k < 5; ++k) {
+            // Rank r gives (r + k) % 3 rows of 2: value 1000 k + 100 r + element.
+            int64_t rows = (ctx.rank + k) % 3;
+            auto t = std::make_shared<HostTensor>(DataType::kInt32, std::vector<int64_t>{rows, 2});
+            for (int64_t e = 0; e < rows * 2; ++e)
+              t->as<int32_t>()[e] = static_cast<int32_t>(1000 * k + 100 * ctx.rank + e);
+            Request g;
+            g.kind = RequestKind::kAllgather;
+            g.name = "gather." + std::to_string(k);
+            g.input = t;
+            requests.push_back(g);
+          }
+          for (int k = 0; k < 4; ++k) {
+            auto t = filledFloats(static_cast<size_t>(3 + k),
+                                  ctx.rank == 1 ? static_cast<float>(10 * k) : -1.0f);
+            cast_tensors.push_back(t);
+            Request b;
+            b.kind = RequestKind::kBroadcast;
+            b.name = "cast." + std::to_string(k);
+            b.input = b.output = t;
+            b.root = 1;
+            requests.push_back(b);
+          }
+          auto handles = rt->enqueueGroup(requests);  // all in one cycle, so they can fuse
+          for (auto& h : handles) h->wait(std::chrono::seconds(30));
+          RuntimeStats after = rt->stats();  // counted as the cycle ends, after the handles
+          for (int i = 0; i < 1000 && after.responses - before.responses < 9; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            after = rt->stats();
+          }
+          REQUIRE(
+              after.collectives - before.collectives == 2,
+              "one allgather and one broadcast, not " << after.collectives - before.collectives);
+          for (int k = 0; k < 5; ++k) {
+            const int32_t* out =
+                static_cast<const int32_t*>(handles[static_cast<size_t>(k)]->output()->data());
+            size_t at = 0;
+            for (int r = 0; r < ctx.size; ++r) {
+              for (int64_t e = 0; e < ((r + k) % 3) * 2; ++e, ++at) {
+                REQUIRE(out[at] == 1000 * k + 100 * r + e,
+                        "gather " << k << " from rank " << r << " element " << e);
+              }
+            }
+            REQUIRE(handles[static_cast<size_t>(k)]->output()->numel() == at, "gather size");
+          }
+          for (int k = 0; k < 4; ++k) {
+            for (int e = 0; e < 3 + k; ++e) {
+              REQUIRE(cast_tensors[static_cast<size_t>(k)]->as<float>()[e] ==
+                          static_cast<float>(10 * k + e),
+                      "broadcast " << k);
+            }
+          }
         }
       });
 }

@@ -142,10 +142,18 @@ void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
         }
         break;
       case static_cast<uint8_t>(RequestKind::kAllgather):
-        allgather(parts[0]);
+        if (parts.size() == 1) {
+          allgather(parts[0]);
+        } else {
+          allgatherFused(parts);
+        }
         break;
       case static_cast<uint8_t>(RequestKind::kBroadcast):
-        broadcast(parts[0]);
+        if (parts.size() == 1) {
+          broadcast(parts[0]);
+        } else {
+          broadcastFused(parts);
+        }
         break;
       case static_cast<uint8_t>(RequestKind::kAlltoall):
         alltoall(parts[0], &result);
@@ -403,6 +411,122 @@ void Executor::reducescatter(Part& part) {
   auto start = Clock::now();
   comm_.reducescatter(in, out, counts, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
   span(part, "REDUCESCATTER", start);
+}
+
+// Each rank's block of the fusion buffer holds its contributions to every tensor, in plan
+// order; after one allgatherv, tensor k's output is rank 0's piece of k, rank 1's, ...
+void Executor::allgatherFused(std::vector<Part>& parts) {
+  const Descriptor& d0 = parts[0].response->descriptor();
+  size_t element = dataTypeSize(d0.dtype);
+  size_t world = static_cast<size_t>(comm_.size());
+  // elements[k][r]: what rank r contributes to tensor k.
+  std::vector<std::vector<size_t>> elements(parts.size(), std::vector<size_t>(world, 0));
+  std::vector<size_t> counts(world, 0);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const Response& r = *parts[k].response;
+    for (size_t w = 0; w < world; ++w) {
+      const auto& dw = r.agreement->per_rank[w];
+      if (!dw) continue;
+      elements[k][w] = static_cast<size_t>(dw->numel());
+      counts[w] += elements[k][w];
+    }
+  }
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  size_t me = static_cast<size_t>(comm_.rank());
+  unsigned char* send = sized(scratch_in_, counts[me] * element + 1);
+  unsigned char* gathered = sized(fusion_buffer_, total * element + 1);
+
+  auto copy_start = Clock::now();
+  size_t offset = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Part& p = parts[k];
+    size_t bytes = elements[k][me] * element;
+    if (p.local) {
+      std::memcpy(send + offset, p.local->request.input->data(), bytes);
+      const Descriptor& d = p.response->descriptor();
+      int64_t rows = 0;
+      for (const auto& dw : p.response->agreement->per_rank) {
+        if (dw) rows += firstDim(*dw);
+      }
+      try {
+        p.output = resolveOutput(p.local->request, withFirstDim(d, rows), false);
+      } catch (...) {
+        p.error = std::current_exception();
+      }
+    }
+    offset += bytes;
+  }
+  for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
+
+  auto start = Clock::now();
+  comm_.allgatherv(send, gathered, counts, d0.dtype);
+  for (Part& p : parts) span(p, "ALLGATHER", start);
+
+  auto out_start = Clock::now();
+  std::vector<size_t> block_start(world, 0);
+  for (size_t w = 1; w < world; ++w) block_start[w] = block_start[w - 1] + counts[w - 1];
+  std::vector<size_t> within(world, 0);  // how far into each rank's block tensor k starts
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Part& p = parts[k];
+    size_t out_offset = 0;
+    for (size_t w = 0; w < world; ++w) {
+      size_t n = elements[k][w];
+      if (p.local && !p.error) {
+        std::memcpy(static_cast<unsigned char*>(p.output->data()) + out_offset * element,
+                    gathered + (block_start[w] + within[w]) * element, n * element);
+      }
+      out_offset += n;
+      within[w] += n;
+    }
+  }
+  for (Part& p : parts) span(p, "MEMCPY_OUT_FUSION_BUFFER", out_start);
+}
+
+void Executor::broadcastFused(std::vector<Part>& parts) {
+  const Response& first = *parts[0].response;
+  const Descriptor& d0 = first.descriptor();
+  int root = first.members[static_cast<size_t>(d0.root)];
+  size_t element = dataTypeSize(d0.dtype);
+  size_t total = 0;
+  for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
+  unsigned char* buffer = sized(fusion_buffer_, total * element + 1);
+
+  auto copy_start = Clock::now();
+  size_t offset = 0;
+  for (Part& p : parts) {
+    const Descriptor& d = p.response->descriptor();
+    size_t bytes = static_cast<size_t>(d.numel()) * element;
+    if (p.local) {
+      if (comm_.rank() == root) std::memcpy(buffer + offset, p.local->request.input->data(), bytes);
+      try {
+        p.output = resolveOutput(p.local->request, d.shape, true);
+      } catch (...) {
+        p.error = std::current_exception();
+      }
+    }
+    offset += bytes;
+  }
+  if (comm_.rank() == root) {
+    for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
+  }
+
+  auto start = Clock::now();
+  comm_.broadcast(buffer, total, d0.dtype, root);
+  for (Part& p : parts) span(p, "BROADCAST", start);
+
+  auto out_start = Clock::now();
+  offset = 0;
+  for (Part& p : parts) {
+    size_t bytes = static_cast<size_t>(p.response->descriptor().numel()) * element;
+    if (p.local && !p.error) {
+      bool already_there =
+          comm_.rank() == root && p.output->data() == p.local->request.input->data();
+      if (!already_there) std::memcpy(p.output->data(), buffer + offset, bytes);
+    }
+    offset += bytes;
+  }
+  for (Part& p : parts) span(p, "MEMCPY_OUT_FUSION_BUFFER", out_start);
 }
 
 }  // namespace ronde::runtime

@@ -45,7 +45,9 @@ class Executor {
   void allreduceSingle(Part& part);
   void allreduceFused(std::vector<Part>& parts);
   void allgather(Part& part);
+  void allgatherFused(std::vector<Part>& parts);
   void broadcast(Part& part);
+  void broadcastFused(std::vector<Part>& parts);
   void alltoall(Part& part, std::vector<int64_t>* received_rows);
   void reducescatter(Part& part);
   void span(const Part& part, const char* activity, Timeline::Clock::time_point start);

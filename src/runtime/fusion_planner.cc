@@ -5,20 +5,43 @@
 
 namespace ronde::runtime {
 
+namespace {
+
+bool fusableKind(uint8_t kind) {
+  return kind == static_cast<uint8_t>(RequestKind::kAllreduce) ||
+         kind == static_cast<uint8_t>(RequestKind::kAllgather) ||
+         kind == static_cast<uint8_t>(RequestKind::kBroadcast);
+}
+
+// The bytes a request adds to its fusion buffer: an allgather's whole output.
+int64_t fusedBytes(const Response& r) {
+  const Descriptor& d = r.descriptor();
+  int64_t elements = d.numel();
+  if (d.kind == static_cast<uint8_t>(RequestKind::kAllgather)) {
+    elements = 0;
+    for (const auto& dr : r.agreement->per_rank) {
+      if (dr) elements += dr->numel();
+    }
+  }
+  return elements * static_cast<int64_t>(dataTypeSize(d.dtype));
+}
+
+}  // namespace
+
 std::vector<ExecutionUnit> planExecution(const std::vector<Response>& responses,
                                          int64_t fusion_threshold_bytes) {
-  using Key = std::tuple<int32_t, DataType, ReduceOp, double, double, int>;
+  using Key = std::tuple<int32_t, uint8_t, DataType, ReduceOp, double, double, int32_t>;
   std::vector<ExecutionUnit> units;
   std::vector<int64_t> unit_bytes;
   std::map<Key, size_t> open;  // fusion key -> unit still accepting tensors
   for (size_t i = 0; i < responses.size(); ++i) {
     const Response& r = responses[i];
     const Descriptor& d = r.descriptor();
-    bool fusable = r.error.empty() && d.kind == static_cast<uint8_t>(RequestKind::kAllreduce) &&
-                   d.device.kind == Device::Kind::kCpu && fusion_threshold_bytes > 0;
-    int64_t bytes = d.numel() * static_cast<int64_t>(dataTypeSize(d.dtype));
+    bool fusable = r.error.empty() && fusableKind(d.kind) && d.device.kind == Device::Kind::kCpu &&
+                   fusion_threshold_bytes > 0;
+    int64_t bytes = fusedBytes(r);
     if (fusable) {
-      Key key{d.process_set, d.dtype, d.op, d.prescale, d.postscale, 0};
+      Key key{d.process_set, d.kind, d.dtype, d.op, d.prescale, d.postscale, d.root};
       auto it = open.find(key);
       if (it != open.end() && unit_bytes[it->second] + bytes <= fusion_threshold_bytes) {
         units[it->second].responses.push_back(i);

@@ -1,6 +1,7 @@
 // Tensor Fusion's plan: which of a cycle's responses run together in one fusion buffer.
-// Allreduces of the same process set, dtype, op and scale factors are packed, in response
-// order, up to the fusion threshold; everything else runs alone. The plan depends only on the
+// Requests of the same process set, kind, dtype, op, scale factors (and root) are packed, in
+// response order, up to the fusion threshold: allreduces, allgathers (counted by their whole
+// output) and broadcasts; everything else runs alone. The plan depends only on the
 // responses and the agreed threshold, so every rank makes the same one.
 #pragma once
 
