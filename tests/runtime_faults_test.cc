@@ -147,7 +147,7 @@ TEST(RuntimeFaults, IdleRuntimeCostsLittleCpu) {
         std::fprintf(stdout, "rank %d idle runtime (1 ms cycle): %.1f%% of one core\n", ctx.rank,
                      100 * cpu / wall);
         std::fflush(stdout);
-        REQUIRE(cpu / wall < 0.10, "idle runtime used " << 100 * cpu / wall << "% of a core");
+        REQUIRE(cpu / wall < 0.15, "idle runtime used " << 100 * cpu / wall << "% of a core");
       });
 }
 

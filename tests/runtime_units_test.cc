@@ -3,6 +3,9 @@
 // invalidation) and the fusion plan.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
+#include "ronde/runtime.h"
 #include "runtime/descriptor.h"
 #include "runtime/fusion_planner.h"
 #include "runtime/negotiation_table.h"
@@ -184,6 +187,55 @@ TEST(RuntimeUnits, FusionPacksByDtypeUpToTheThreshold) {
   EXPECT_EQ(plan[2].responses, (std::vector<size_t>{3}));
   EXPECT_EQ(planExecution(responses, 0).size(), 4u);        // threshold 0: no fusion
   EXPECT_EQ(planExecution(responses, 1 << 20).size(), 2u);  // one buffer per dtype
+}
+
+std::unique_ptr<Communicator> soloCommunicator() {
+  CommOptions options;
+  options.rank = 0;
+  options.size = 1;
+  return Communicator::create(options);
+}
+
+TEST(RuntimeUnits, BadKnobsAreConfigErrorsAtInit) {
+  Settings s;
+  s.fusion_threshold_bytes = -1;
+  try {
+    Runtime::init(s, soloCommunicator());
+    FAIL() << "a negative fusion threshold must be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConfig);
+    EXPECT_NE(std::string(e.what()).find("RONDE_FUSION_THRESHOLD"), std::string::npos) << e.what();
+  }
+  s = Settings();
+  s.cycle_time_ms = 0;
+  EXPECT_THROW(Runtime::init(s, soloCommunicator()), Error);
+  s = Settings();
+  s.timeline_path = "/nonexistent-dir/timeline.json";
+  EXPECT_THROW(Runtime::init(s, soloCommunicator()), Error);
+}
+
+TEST(RuntimeUnits, InitFromTheEnvironmentRunsASoloJob) {
+  ::setenv("RONDE_RANK", "0", 1);
+  ::setenv("RONDE_SIZE", "1", 1);
+  ::setenv("RONDE_CYCLE_TIME", "0.5", 1);
+  auto rt = Runtime::init();
+  EXPECT_TRUE(rt->isInitialized());
+  EXPECT_EQ(rt->size(), 1);
+  auto t = std::make_shared<HostTensor>(DataType::kFloat32, std::vector<int64_t>{3});
+  t->as<float>()[0] = 2;
+  Request r;
+  r.name = "solo";
+  r.input = r.output = t;
+  r.op = ReduceOp::kAverage;
+  r.scaling.postscale = 3;
+  rt->enqueue(r)->wait(std::chrono::seconds(10));
+  EXPECT_EQ(t->as<float>()[0], 6.0f);
+  EXPECT_THROW(rt->enqueue(Request{}), Error);  // no name
+  rt->shutdown();
+  EXPECT_FALSE(rt->isInitialized());
+  ::unsetenv("RONDE_RANK");
+  ::unsetenv("RONDE_SIZE");
+  ::unsetenv("RONDE_CYCLE_TIME");
 }
 
 }  // namespace
