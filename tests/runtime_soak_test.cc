@@ -62,6 +62,21 @@ std::vector<Planned> planStep(int step, int size) {
   }
   // Names are unique within a step.
   for (size_t i = 0; i < plan.size(); ++i) plan[i].name += "#" + std::to_string(step % 3);
+  // And the steady part of a training step: the same names and signatures every step (the
+  // cached path), with new data.
+  for (int j = 0; j < 6; ++j) {
+    Planned p;
+    p.kind = j < 4 ? RequestKind::kAllreduce
+                   : (j == 4 ? RequestKind::kAllgather : RequestKind::kBroadcast);
+    p.name = "layer." + std::to_string(j);
+    p.type = types[j];
+    p.op = isFloat(p.type) ? ReduceOp::kAverage : ReduceOp::kSum;
+    p.cols = 30 + 50 * j;
+    p.rows = 2;
+    p.root = 0;
+    p.salt = p.kind == RequestKind::kAllgather ? 1 : step % 5;  // allgather rows follow the salt
+    plan.push_back(p);
+  }
   return plan;
 }
 
@@ -152,15 +167,11 @@ void check(const Planned& p, Handle& h, Tensor& input, int rank, int size) {
   (void)input;
 }
 
-TEST(RuntimeSoak, RandomMixesAgainstAReference) {
-  for (int size = 1; size <= 4; ++size) {
+void soak(int size, int steps, const Settings& settings) {
+  {
     RankSpec spec;
     spec.size = size;
     spec.timeout_seconds = 240;
-    Settings settings = runtimeTestSettings();
-    settings.cycle_time_ms = 0.5;
-    settings.fusion_threshold_bytes = 4096;
-    const int steps = 1000;
     runRuntimeRanks(spec, settings, [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
       std::mt19937 order_rng(static_cast<unsigned>(ctx.rank + 1));
       for (int step = 0; step < steps; ++step) {
@@ -202,9 +213,43 @@ TEST(RuntimeSoak, RandomMixesAgainstAReference) {
           check(plan[i], *handles[i], *inputs[i], ctx.rank, size);
         }
       }
+      RuntimeStats stats = rt->stats();
+      if (settings.cache_capacity >= 8) {
+        REQUIRE(stats.cached_responses > static_cast<uint64_t>(steps) * 3,
+                "the steady requests should mostly be decided by the cache: "
+                    << stats.cached_responses);
+      }
+      REQUIRE(stats.collectives < stats.responses, "fusion should pack some requests");
     });
+  }
+}
+
+Settings soakSettings() {
+  Settings settings = runtimeTestSettings();
+  settings.cycle_time_ms = 0.5;
+  settings.fusion_threshold_bytes = 4096;
+  return settings;
+}
+
+TEST(RuntimeSoak, RandomMixesAgainstAReference) {
+  for (int size = 1; size <= 4; ++size) {
+    soak(size, 1000, soakSettings());
     if (::testing::Test::HasFailure()) return;
   }
+}
+
+// A cache far smaller than the set of names: entries are evicted and replaced all the time,
+// and requests waiting on an evicted slot must fall back to the full exchange.
+TEST(RuntimeSoak, TinyCacheEvictsConstantly) {
+  Settings settings = soakSettings();
+  settings.cache_capacity = 4;
+  soak(3, 300, settings);
+}
+
+TEST(RuntimeSoak, CacheDisabled) {
+  Settings settings = soakSettings();
+  settings.cache_capacity = 0;
+  soak(2, 300, settings);
 }
 
 }  // namespace
