@@ -23,16 +23,23 @@ struct Planned {
   Scaling scaling;
   int64_t cols;  // elements per row
   int64_t rows;  // allreduce / broadcast / reducescatter rows
-  int root;
+  int root;      // index within the process set
   int salt;
+  int set = 0;  // index into the job's groups (0: all ranks)
 };
 
-// rows rank `r` contributes to an allgather, or sends to rank `j` in an alltoall.
+// The process sets of a soak: groups[0] is the world; ids[i] what addProcessSet returned.
+struct Groups {
+  std::vector<std::vector<int>> members;
+  std::vector<int> ids;
+};
+
+// rows rank `r` contributes to an allgather, or sends to the set's `j`-th rank in an alltoall.
 int64_t gatherRows(const Planned& p, int r) { return (r + p.salt) % 3; }
 int64_t sendRows(const Planned& p, int r, int j) { return (r + 2 * j + p.salt) % 3; }
 
 // The step's plan: the same on every rank.
-std::vector<Planned> planStep(int step, int size) {
+std::vector<Planned> planStep(int step, int size, const Groups& groups) {
   std::mt19937 rng(static_cast<unsigned>(step * 7919 + size));
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
   const DataType types[] = {DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
@@ -56,7 +63,8 @@ std::vector<Planned> planStep(int step, int size) {
     if (isFloat(p.type) && pick(3) == 0) p.scaling = Scaling{2.0, 0.5};
     p.cols = 1 + (pick(4) == 0 ? pick(3000) : pick(40));
     p.rows = 1 + pick(5);
-    p.root = pick(size);
+    p.set = pick(3) == 0 ? pick(static_cast<int>(groups.members.size())) : 0;
+    p.root = pick(static_cast<int>(groups.members[static_cast<size_t>(p.set)].size()));
     p.salt = pick(5);
     plan.push_back(p);
   }
@@ -91,11 +99,12 @@ double tolerance(DataType type, double want) {
   return 1e-6 * std::max(1.0, std::fabs(want));
 }
 
-double reduced(const Planned& p, int size, size_t i) {
+double reduced(const Planned& p, const std::vector<int>& members, size_t i) {
   double pre = p.scaling.prescale;
-  double acc = inputValue(p.type, 0, i, p.salt) * pre;
-  for (int r = 1; r < size; ++r) {
-    double v = inputValue(p.type, r, i, p.salt) * pre;
+  int size = static_cast<int>(members.size());
+  double acc = inputValue(p.type, members[0], i, p.salt) * pre;
+  for (int m = 1; m < size; ++m) {
+    double v = inputValue(p.type, members[static_cast<size_t>(m)], i, p.salt) * pre;
     switch (p.op) {
       case ReduceOp::kSum:
       case ReduceOp::kAverage:
@@ -116,7 +125,9 @@ double reduced(const Planned& p, int size, size_t i) {
   return acc * p.scaling.postscale;
 }
 
-void check(const Planned& p, Handle& h, Tensor& input, int rank, int size) {
+// `members`: the world ranks of the request's set; `rank`: this rank's index among them.
+void check(const Planned& p, Handle& h, const std::vector<int>& members, int rank) {
+  int size = static_cast<int>(members.size());
   std::shared_ptr<Tensor> out = h.output();
   auto expect = [&](size_t i, double want) {
     double got = loadValue(p.type, out->data(), i);
@@ -128,14 +139,16 @@ void check(const Planned& p, Handle& h, Tensor& input, int rank, int size) {
   size_t cols = static_cast<size_t>(p.cols);
   switch (p.kind) {
     case RequestKind::kAllreduce:
-      for (size_t i = 0; i < out->numel(); ++i) expect(i, reduced(p, size, i));
+      for (size_t i = 0; i < out->numel(); ++i) expect(i, reduced(p, members, i));
       break;
     case RequestKind::kBroadcast:
-      for (size_t i = 0; i < out->numel(); ++i) expect(i, inputValue(p.type, p.root, i, p.salt));
+      for (size_t i = 0; i < out->numel(); ++i) {
+        expect(i, inputValue(p.type, members[static_cast<size_t>(p.root)], i, p.salt));
+      }
       break;
     case RequestKind::kAllgather: {
       size_t at = 0;
-      for (int r = 0; r < size; ++r) {
+      for (int r : members) {
         for (size_t i = 0; i < static_cast<size_t>(gatherRows(p, r)) * cols; ++i)
           expect(at++, inputValue(p.type, r, i, p.salt));
       }
@@ -144,7 +157,7 @@ void check(const Planned& p, Handle& h, Tensor& input, int rank, int size) {
     }
     case RequestKind::kAlltoall: {
       size_t at = 0;
-      for (int src = 0; src < size; ++src) {
+      for (int src : members) {
         size_t offset = 0;  // where the block for `rank` starts in src's input
         for (int j = 0; j < rank; ++j) offset += static_cast<size_t>(sendRows(p, src, j)) * cols;
         for (size_t i = 0; i < static_cast<size_t>(sendRows(p, src, rank)) * cols; ++i) {
@@ -158,13 +171,12 @@ void check(const Planned& p, Handle& h, Tensor& input, int rank, int size) {
       int64_t first = 0;
       for (int r = 0; r < rank; ++r) first += p.rows / size + (r < p.rows % size ? 1 : 0);
       for (size_t i = 0; i < out->numel(); ++i)
-        expect(i, reduced(p, size, static_cast<size_t>(first) * cols + i));
+        expect(i, reduced(p, members, static_cast<size_t>(first) * cols + i));
       break;
     }
     default:
       break;
   }
-  (void)input;
 }
 
 void soak(int size, int steps, const Settings& settings) {
@@ -174,18 +186,36 @@ void soak(int size, int steps, const Settings& settings) {
     spec.timeout_seconds = 240;
     runRuntimeRanks(spec, settings, [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
       std::mt19937 order_rng(static_cast<unsigned>(ctx.rank + 1));
+      Groups groups;
+      groups.members.push_back({});
+      for (int r = 0; r < size; ++r) groups.members[0].push_back(r);
+      groups.ids.push_back(0);
+      std::vector<std::vector<int>> extra;
+      if (size == 3) extra = {{0, 2}};
+      if (size == 4) extra = {{0, 1}, {1, 2, 3}, {3}};
+      for (const auto& ranks : extra) {
+        groups.ids.push_back(rt->addProcessSet(ranks));
+        groups.members.push_back(ranks);
+      }
       for (int step = 0; step < steps; ++step) {
         if (ctx.rank == 0 && step % 97 == 0)
           rt->setFusionThreshold(step % 2 ? 0 : 1024 * (1 + step % 5));
-        std::vector<Planned> plan = planStep(step, size);
+        std::vector<Planned> plan = planStep(step, size, groups);
         std::vector<size_t> order(plan.size());
         for (size_t i = 0; i < order.size(); ++i) order[i] = i;
         std::shuffle(order.begin(), order.end(), order_rng);
         std::vector<std::shared_ptr<Tensor>> inputs(plan.size());
         std::vector<std::shared_ptr<Handle>> handles(plan.size());
+        auto indexIn = [&](const Planned& p) {
+          const auto& m = groups.members[static_cast<size_t>(p.set)];
+          auto it = std::find(m.begin(), m.end(), ctx.rank);
+          return it == m.end() ? -1 : static_cast<int>(it - m.begin());
+        };
         for (size_t i : order) {
           const Planned& p = plan[i];
+          if (indexIn(p) < 0) continue;  // not in its process set
           Request r;
+          r.process_set = groups.ids[static_cast<size_t>(p.set)];
           r.kind = p.kind;
           r.name = p.name;
           r.op = p.op;
@@ -195,8 +225,8 @@ void soak(int size, int steps, const Settings& settings) {
           if (p.kind == RequestKind::kAllgather) rows = gatherRows(p, ctx.rank);
           if (p.kind == RequestKind::kAlltoall) {
             rows = 0;
-            for (int j = 0; j < size; ++j) {
-              r.splits.push_back(sendRows(p, ctx.rank, j));
+            for (size_t j = 0; j < groups.members[static_cast<size_t>(p.set)].size(); ++j) {
+              r.splits.push_back(sendRows(p, ctx.rank, static_cast<int>(j)));
               rows += r.splits.back();
             }
           }
@@ -209,8 +239,10 @@ void soak(int size, int steps, const Settings& settings) {
           handles[i] = rt->enqueue(r);
         }
         for (size_t i = 0; i < plan.size(); ++i) {
+          if (!handles[i]) continue;
           handles[i]->wait(std::chrono::seconds(60));
-          check(plan[i], *handles[i], *inputs[i], ctx.rank, size);
+          check(plan[i], *handles[i], groups.members[static_cast<size_t>(plan[i].set)],
+                indexIn(plan[i]));
         }
       }
       RuntimeStats stats = rt->stats();
