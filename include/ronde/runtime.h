@@ -150,7 +150,9 @@ class Runtime {
   virtual void setFusionThreshold(int64_t bytes) = 0;
   virtual void setCycleTime(double milliseconds) = 0;
 
-  // The communicator the runtime executes on (for frontends that need raw collectives).
+  // The communicator the runtime executes on: for rank and host information. Its collectives
+  // must not be called while the runtime runs (the background thread uses it every cycle);
+  // submit requests instead. Throws Error(kAborted) after shutdown.
   virtual Communicator& communicator() = 0;
 
   virtual RuntimeStats stats() const { return {}; }
