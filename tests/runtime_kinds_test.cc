@@ -293,5 +293,36 @@ TEST(RuntimeKinds, AllgathersAndBroadcastsFuse) {
       });
 }
 
+TEST(RuntimeKinds, ProcessSetsGivenAtInit) {
+  RankSpec spec;
+  spec.size = 3;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        rt->shutdown();
+        rt = Runtime::init(runtimeTestSettings(), ctx.communicator("with-sets", ctx.rank, 3),
+                           {{0, 1}, {2, 1}});
+        int set = ctx.rank == 0 ? 1 : 2;  // rank 1 is in both
+        for (int id : {1, 2}) {
+          if (ctx.rank != 1 && id != set) continue;
+          auto t = filledFloats(3, static_cast<float>(ctx.rank));
+          rt->enqueue(allreduceOf("s", t, ReduceOp::kSum, id))->wait(std::chrono::seconds(30));
+          float want = id == 1 ? 1.0f : 3.0f;
+          REQUIRE(t->as<float>()[0] == want, "set " << id << ": " << t->as<float>()[0]);
+        }
+        rt->shutdown();
+        // Ranks that disagree on the list all fail at init.
+        std::vector<std::vector<int>> sets = {{0, 1}};
+        if (ctx.rank == 2) sets = {{0, 2}};
+        bool mismatch = false;
+        try {
+          Runtime::init(runtimeTestSettings(), ctx.communicator("differing", ctx.rank, 3), sets);
+        } catch (const Error& e) {
+          mismatch = e.code() == ErrorCode::kMismatch;
+        }
+        REQUIRE(mismatch, "differing process sets at init are a mismatch on rank " << ctx.rank);
+        rt.reset();
+      });
+}
+
 }  // namespace
 }  // namespace ronde::testing

@@ -122,6 +122,10 @@ class Runtime {
   static std::unique_ptr<Runtime> init();
   // Joins with explicit settings over an existing communicator (tests, embedding).
   static std::unique_ptr<Runtime> init(const Settings& settings, std::unique_ptr<Communicator> comm);
+  // The same, with process sets known from the start: they get ids 1, 2, ... in this order.
+  // Every rank must pass the same list: a difference is Error(kMismatch) on every rank.
+  static std::unique_ptr<Runtime> init(const Settings& settings, std::unique_ptr<Communicator> comm,
+                                       const std::vector<std::vector<int>>& process_sets);
   virtual ~Runtime() = default;
 
   virtual void shutdown() = 0;

@@ -19,7 +19,8 @@ std::exception_ptr abortedError(const std::string& why) {
 
 }  // namespace
 
-RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm)
+RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm,
+                         const std::vector<std::vector<int>>& process_sets)
     : settings_(settings),
       comm_(std::move(comm)),
       rank_(comm_->rank()),
@@ -50,12 +51,48 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
     throw makeError(ErrorCode::kConfig, "RONDE_CACHE_CAPACITY must be >= 0, not ",
                     settings.cache_capacity);
   }
+  registerInitialProcessSets(process_sets);
   if (!settings.timeline_path.empty())
     startTimeline(settings.timeline_path, settings.timeline_mark_cycles);
   thread_ = std::thread([this] { backgroundLoop(); });
 }
 
 RuntimeImpl::~RuntimeImpl() { shutdown(); }
+
+void RuntimeImpl::registerInitialProcessSets(const std::vector<std::vector<int>>& process_sets) {
+  // Every rank must hold the same registry: compare a digest of the lists (FNV-1a) across ranks.
+  // A bad list fails after the exchange, so that no rank is left waiting in it.
+  std::string invalid;
+  uint64_t digest = 1469598103934665603ull;
+  auto mix = [&](int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      digest ^= static_cast<uint64_t>(v >> (8 * i)) & 0xff;
+      digest *= 1099511628211ull;
+    }
+  };
+  for (const auto& ranks : process_sets) {
+    if (invalid.empty()) invalid = ProcessSets::validate(ranks, size_);
+    std::vector<int> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    mix(static_cast<int64_t>(sorted.size()));
+    for (int r : sorted) mix(r);
+  }
+  if (size_ > 1) {
+    std::vector<int64_t> digests(static_cast<size_t>(size_));
+    auto mine = static_cast<int64_t>(digest);
+    comm_->allgather(&mine, digests.data(), 1, DataType::kInt64);
+    for (int r = 0; r < size_; ++r) {
+      if (digests[static_cast<size_t>(r)] != digests[0]) {
+        throw makeError(ErrorCode::kMismatch, "the process sets given at init differ between ",
+                        comm_->describeRank(0), " and ", comm_->describeRank(r),
+                        "; every rank must pass the same list");
+      }
+    }
+  }
+  if (!invalid.empty())
+    throw makeError(ErrorCode::kConfig, "a process set given at init: ", invalid);
+  for (const auto& ranks : process_sets) sets_.add(ranks);
+}
 
 void RuntimeImpl::shutdown() {
   std::lock_guard<std::mutex> one_at_a_time(shutdown_mutex_);

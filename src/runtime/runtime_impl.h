@@ -28,7 +28,9 @@ namespace ronde::runtime {
 
 class RuntimeImpl final : public Runtime {
  public:
-  RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm);
+  // `process_sets` get ids 1, 2, ...; every rank must pass the same (checked here, collectively).
+  RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm,
+              const std::vector<std::vector<int>>& process_sets = {});
   ~RuntimeImpl() override;
 
   void shutdown() override;
@@ -70,6 +72,7 @@ class RuntimeImpl final : public Runtime {
   void failEverything(std::exception_ptr error);
   void applyTimelineRequest();
   [[noreturn]] void throwUnusable() const;  // with mutex_ held
+  void registerInitialProcessSets(const std::vector<std::vector<int>>& process_sets);
 
   Settings settings_;
   std::unique_ptr<Communicator> comm_;

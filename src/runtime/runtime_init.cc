@@ -10,6 +10,12 @@ std::unique_ptr<Runtime> Runtime::init(const Settings& settings,
   return std::make_unique<runtime::RuntimeImpl>(settings, std::move(comm));
 }
 
+std::unique_ptr<Runtime> Runtime::init(const Settings& settings, std::unique_ptr<Communicator> comm,
+                                       const std::vector<std::vector<int>>& process_sets) {
+  if (!comm) throw makeError(ErrorCode::kInvalidArgument, "Runtime::init needs a communicator");
+  return std::make_unique<runtime::RuntimeImpl>(settings, std::move(comm), process_sets);
+}
+
 std::unique_ptr<Runtime> Runtime::init() {
   Settings settings = Settings::fromEnvironment();
   setLogThreshold(settings.log_level);
