@@ -225,3 +225,26 @@ def test_timeline(tmp_path):
     hvd.start_timeline(path)
     hvd.allreduce(torch.ones(4), name="timeline.tensor")
     hvd.stop_timeline()
+
+
+def test_grouped_reducescatter():
+    size = hvd.size()
+    outs = hvd.grouped_reducescatter([torch.ones(size, 2), torch.ones(2 * size)], op=hvd.Sum)
+    assert torch.equal(outs[0], torch.full((1, 2), float(size)))
+    assert torch.equal(outs[1], torch.full((2,), float(size)))
+
+
+def test_process_set():
+    if hvd.size() < 2:
+        pytest.skip("needs two ranks")
+    pair = hvd.add_process_set([0, 1])
+    try:
+        if pair.included():
+            out = hvd.allreduce(torch.tensor([hvd.rank() + 1.0]), op=hvd.Sum, process_set=pair)
+            assert out.tolist() == [3.0]
+            assert pair.size() == 2 and pair.rank() == hvd.rank()
+        else:
+            assert pair.rank() == -1
+    finally:
+        hvd.remove_process_set(pair)
+

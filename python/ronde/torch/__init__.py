@@ -16,7 +16,8 @@ from ronde.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min
                                  broadcast_, broadcast_async, broadcast_async_,
                                  grouped_allgather, grouped_allgather_async, grouped_allreduce,
                                  grouped_allreduce_, grouped_allreduce_async,
-                                 grouped_allreduce_async_, grouped_reducescatter, join, poll,
+                                 grouped_allreduce_async_, grouped_reducescatter,
+                                 grouped_reducescatter_async, join, poll,
                                  reducescatter, reducescatter_async, synchronize)
 from ronde.torch.optimizer import DistributedOptimizer
 from ronde.torch.process_sets import (ProcessSet, add_process_set, global_process_set,

@@ -6,6 +6,7 @@ integer handle for ``poll`` and ``synchronize``; the request holds the tensors i
 writes until it completes.
 """
 
+import collections
 import itertools
 import warnings
 
@@ -46,16 +47,22 @@ HorovodInternalError = _core.RondeError
 RondeError = _core.RondeError
 MismatchError = _core.MismatchError
 
-_counter = itertools.count()
+# Unnamed requests are numbered per kind and process set, so a rank outside a set (or one that
+# ran a different number of another kind) still agrees with its peers on the next name.
+_counters = collections.defaultdict(itertools.count)
 _next_handle = itertools.count(1)
 # handle -> (core handle, finish(core handle) -> result)
 _handles = {}
 
 
-def _name(kind, name):
-    if name is None:
-        return "%s.noname.%d" % (kind, next(_counter))
-    return "%s.%s" % (kind, name)
+def _name(kind, name, process_set=global_process_set):
+    if name is not None:
+        return "%s.%s" % (kind, name)
+    set_id = process_set.process_set_id
+    number = next(_counters[(kind, set_id)])
+    if set_id == 0:
+        return "%s.noname.%d" % (kind, number)
+    return "%s.noname.set%d.%d" % (kind, set_id, number)
 
 
 def _ref(tensor):
@@ -144,7 +151,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     op = _check_op(op, average)
     source = tensor.contiguous()
     output = torch.empty_like(source)
-    core = _core.enqueue(_allreduce_spec(source, output, _name("allreduce", name), op,
+    core = _core.enqueue(_allreduce_spec(source, output, _name("allreduce", name, process_set), op,
                                          prescale_factor, postscale_factor, process_set))
     return _register(core, lambda h: output)
 
@@ -154,7 +161,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`."""
     op = _check_op(op, average)
     target, finish = _writable(tensor)
-    core = _core.enqueue(_allreduce_spec(target, target, _name("allreduce", name), op,
+    core = _core.enqueue(_allreduce_spec(target, target, _name("allreduce", name, process_set), op,
                                          prescale_factor, postscale_factor, process_set))
     return _register(core, lambda h: finish(target))
 
@@ -195,8 +202,8 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set))
 
 
-def _grouped_names(kind, name, count):
-    base = _name(kind, name)
+def _grouped_names(kind, name, count, process_set=global_process_set):
+    base = _name(kind, name, process_set)
     return ["%s.%d" % (base, i) for i in range(count)]
 
 
@@ -205,7 +212,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     op = _check_op(op, average)
     sources = [t.contiguous() for t in tensors]
     outputs = [torch.empty_like(t) for t in sources]
-    names = _grouped_names("grouped_allreduce", name, len(tensors))
+    names = _grouped_names("grouped_allreduce", name, len(tensors), process_set)
     specs = [_allreduce_spec(s, o, n, op, prescale_factor, postscale_factor, process_set)
              for s, o, n in zip(sources, outputs, names)]
     cores = _core.enqueue_group(specs)
@@ -216,7 +223,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=global_process_set):
     op = _check_op(op, average)
     staged = [_writable(t) for t in tensors]
-    names = _grouped_names("grouped_allreduce", name, len(tensors))
+    names = _grouped_names("grouped_allreduce", name, len(tensors), process_set)
     specs = [_allreduce_spec(t, t, n, op, prescale_factor, postscale_factor, process_set)
              for (t, _), n in zip(staged, names)]
     cores = _core.enqueue_group(specs)
@@ -280,7 +287,7 @@ class _Group:
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather along the first dimension (ranks may differ in that dimension)."""
     source = tensor.contiguous()
-    core = _core.enqueue(_spec(_ALLGATHER, _name("allgather", name), source,
+    core = _core.enqueue(_spec(_ALLGATHER, _name("allgather", name, process_set), source,
                                allocate=_allocator(source), process_set=process_set))
     return _register(core, lambda h: h.output())
 
@@ -308,7 +315,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     sources = [t.contiguous() for t in tensors]
-    names = _grouped_names("grouped_allgather", name, len(tensors))
+    names = _grouped_names("grouped_allgather", name, len(tensors), process_set)
     specs = [_spec(_ALLGATHER, n, s, allocate=_allocator(s), process_set=process_set)
              for s, n in zip(sources, names)]
     group = _Group(_core.enqueue_group(specs))
@@ -324,7 +331,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an in-place broadcast of root_rank's `tensor`."""
     target, finish = _writable(tensor)
-    core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name), target, target,
+    core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), target, target,
                                root=root_rank, process_set=process_set))
     return _register(core, lambda h: finish(target))
 
@@ -332,7 +339,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an out-of-place broadcast; `tensor` is left as it is."""
     output = tensor.detach().clone(memory_format=torch.contiguous_format)
-    core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name), output, output,
+    core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), output, output,
                                root=root_rank, process_set=process_set))
     return _register(core, lambda h: output)
 
@@ -379,7 +386,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
             split_list = [int(s) for s in splits.tolist()]
         else:
             split_list = [int(s) for s in splits]
-    core = _core.enqueue(_spec(_ALLTOALL, _name("alltoall", name), source,
+    core = _core.enqueue(_spec(_ALLTOALL, _name("alltoall", name, process_set), source,
                                allocate=_allocator(source), splits=split_list,
                                process_set=process_set))
 
@@ -421,7 +428,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     """Starts a reducescatter: rank r gets its share of the first dimension of the reduction."""
     op = _check_op(op, None)
     source = tensor.contiguous()
-    core = _core.enqueue(_spec(_REDUCESCATTER, _name("reducescatter", name), source,
+    core = _core.enqueue(_spec(_REDUCESCATTER, _name("reducescatter", name, process_set), source,
                                allocate=_allocator(source), op=op, prescale=prescale_factor,
                                postscale=postscale_factor, process_set=process_set))
     return _register(core, lambda h: h.output())
@@ -437,12 +444,28 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
     return compression.decompress(output, context)
 
 
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    op = _check_op(op, None)
+    sources = [t.contiguous() for t in tensors]
+    names = _grouped_names("grouped_reducescatter", name, len(tensors), process_set)
+    specs = [_spec(_REDUCESCATTER, n, s, allocate=_allocator(s), op=op,
+                   prescale=prescale_factor, postscale=postscale_factor,
+                   process_set=process_set) for s, n in zip(sources, names)]
+    group = _Group(_core.enqueue_group(specs))
+    return _register(group, lambda h: [c.output() for c in h.cores])
+
+
 def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
-    return [reducescatter(t, None if name is None else "%s.%d" % (name, i), compression, op,
-                          process_set, prescale_factor, postscale_factor)
-            for i, t in enumerate(tensors)]
+    from ronde.torch.compression import Compression
+    compression = compression or Compression.none
+    compressed = [compression.compress(t) for t in tensors]
+    outputs = synchronize(grouped_reducescatter_async([c for c, _ in compressed], name, op,
+                                                      process_set, prescale_factor,
+                                                      postscale_factor))
+    return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outputs, compressed)]
 
 
 # --- join and barrier ------------------------------------------------------------------------
@@ -456,6 +479,6 @@ def join(device=-1):
 
 def barrier(process_set=global_process_set):
     """Blocks until every rank of the process set has reached the barrier."""
-    core = _core.enqueue(_spec(_BARRIER, _name("barrier", None), None,
+    core = _core.enqueue(_spec(_BARRIER, _name("barrier", None, process_set), None,
                                process_set=process_set))
     synchronize(_register(core, lambda h: None))
