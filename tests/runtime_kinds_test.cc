@@ -309,6 +309,9 @@ TEST(RuntimeKinds, ProcessSetsGivenAtInit) {
           float want = id == 1 ? 1.0f : 3.0f;
           REQUIRE(t->as<float>()[0] == want, "set " << id << ": " << t->as<float>()[0]);
         }
+        Request barrier;  // one rank's shutdown stops all: let everyone finish first
+        barrier.kind = RequestKind::kBarrier;
+        rt->enqueue(barrier)->wait(std::chrono::seconds(30));
         rt->shutdown();
         // Ranks that disagree on the list all fail at init.
         std::vector<std::vector<int>> sets = {{0, 1}};

@@ -28,6 +28,18 @@ void runRuntimeRanks(const RankSpec& spec, const Settings& settings, const Runti
     ctx.store = connectStore(spec, port);
     auto runtime = Runtime::init(settings, ctx.communicator("world", rank, spec.size));
     body(runtime, ctx);
+    if (runtime && runtime->isInitialized()) {
+      // One rank's shutdown stops every rank: meet first, so that a rank done early does not
+      // cut short another's last requests.
+      try {
+        Request barrier;
+        barrier.kind = RequestKind::kBarrier;
+        barrier.name = "ronde.test.final_barrier";
+        runtime->enqueue(barrier)->wait(std::chrono::seconds(60));
+      } catch (const Error&) {
+        // The runtime stopped meanwhile (a test of failures): nothing left to protect.
+      }
+    }
     if (runtime) runtime->shutdown();
   });
   for (const ChildOutcome& outcome : outcomes) {

@@ -27,7 +27,8 @@ using RuntimeBody = std::function<void(std::unique_ptr<Runtime>& runtime, Runtim
 Settings runtimeTestSettings();
 
 // Initialises a runtime with `settings` over the world of spec.size ranks, runs `body`, then
-// shuts the runtime down (if the body left one). Adds a gtest failure per failed child.
+// (if the body left a running runtime) meets the other ranks in a barrier and shuts it down.
+// Adds a gtest failure per failed child.
 void runRuntimeRanks(const RankSpec& spec, const Settings& settings, const RuntimeBody& body);
 
 // Shorthand: a float32 host tensor of `n` elements holding `value` + i.
