@@ -39,6 +39,9 @@ def parse_args():
                              "that it counts against other sessions' jobs (autogroups); 0 "
                              "leaves the priority alone (default: -15)")
     parser.add_argument("--raw", help="append every RESULT line to this file")
+    parser.add_argument("--from-raw", nargs="+", metavar="FILE",
+                        help="run nothing: lay out the RESULT lines of these --raw files "
+                             "(each line counts as one round)")
     parser.add_argument("--markdown", help="write the tables to this file too")
     return parser.parse_args()
 
@@ -226,16 +229,25 @@ def targets(ranks, sizes, results):
 def main():
     args = parse_args()
     bench_dir = os.path.join(args.build_dir, "bench")
-    if not os.path.exists(os.path.join(bench_dir, "collectives_bench")):
+    if not args.from_raw and not os.path.exists(os.path.join(bench_dir, "collectives_bench")):
         sys.exit(f"no {bench_dir}/collectives_bench: build the bench targets first")
     ranks_list = [int(r) for r in args.ranks.split(",")]
-    if args.priority != 0:
+    if args.priority != 0 and not args.from_raw:
         raise_priority(args.priority)
     raw = open(args.raw, "a") if args.raw else None
     started = time.monotonic()
 
     rounds = {}  # key -> the RESULT fields of every round
-    for round_index in range(args.repeat):
+    for path in args.from_raw or []:
+        with open(path) as saved:
+            for line in saved:
+                match = RESULT.match(line.strip())
+                if match:
+                    fields = dict(item.split("=", 1) for item in match.group(1).split())
+                    key = (fields["impl"], fields["transport"], fields["collective"],
+                           int(fields["ranks"]), int(fields["bytes"]))
+                    rounds.setdefault(key, []).append(fields)
+    for round_index in range(0 if args.from_raw else args.repeat):
         print(f"# round {round_index + 1} of {args.repeat}", file=sys.stderr, flush=True)
         runs = [("memcpy", [os.path.join(bench_dir, "memcpy_bench"), f"--sizes={args.sizes}",
                             f"--trials={args.trials}", f"--trial-seconds={args.trial_seconds}"])]
@@ -257,10 +269,14 @@ def main():
     results = {key: fields for key, fields in results.items() if key[0] != "memcpy"}
 
     sizes = sorted({key[4] for key in results} | set(memcpy))
-    lines = [f"Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
-             f"{time.monotonic() - started:.0f} s, {os.cpu_count()} CPUs, "
-             f"median of {args.repeat} round(s), load average at the end "
-             f"{os.getloadavg()[0]:.1f}.", ""]
+    median_of = f"median of {max(len(found) for found in rounds.values())} round(s)"
+    if args.from_raw:
+        header = f"Laid out from {', '.join(args.from_raw)}: {median_of}."
+    else:
+        header = (f"Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+                  f"{time.monotonic() - started:.0f} s, {os.cpu_count()} CPUs, {median_of}, "
+                  f"load average at the end {os.getloadavg()[0]:.1f}.")
+    lines = [header, ""]
     for ranks in ranks_list:
         for collective in args.collectives.split(","):
             lines += table(collective, ranks, sizes, results, memcpy)
