@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -200,6 +201,40 @@ TEST(Runtime, OneRankShuttingDownStopsTheOthersCleanly) {
                   std::string(e.what()).find("rank 0") != std::string::npos;
         }
         REQUIRE(threw, "the pending request fails with kAborted naming rank 0");
+      });
+}
+
+TEST(Runtime, ShutdownWhileThreadsKeepSubmitting) {
+  RankSpec spec;
+  spec.size = 3;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        std::atomic<int> completed{0}, refused{0}, failed{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 4; ++t) {
+          threads.emplace_back([&, t] {
+            for (int i = 0;; ++i) {
+              try {
+                auto tensor = filledFloats(static_cast<size_t>(1 + (i * 7 + t) % 300), 1.0f);
+                auto h = rt->enqueue(
+                    allreduceOf("t" + std::to_string(t) + "." + std::to_string(i % 5), tensor));
+                h->wait(std::chrono::seconds(30));
+                ++completed;
+              } catch (const Error& e) {
+                if (e.code() != ErrorCode::kAborted) throw;
+                // Refused at enqueue once stopped, or failed while pending: either ends the loop.
+                (rt->isInitialized() ? failed : refused)++;
+                if (!rt->isInitialized()) return;
+              }
+            }
+          });
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (ctx.rank == 1) rt->shutdown();
+        for (auto& th : threads) th.join();
+        REQUIRE(!rt->isInitialized(), "stopped");
+        REQUIRE(completed.load() > 0, "some requests completed before the shutdown");
+        rt->shutdown();
       });
 }
 
