@@ -86,8 +86,8 @@ def run(command, env_extra):
     env.update(env_extra)
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     for line in out.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
+        if "RESULT " in line:  # `ronde run` prefixes each line with the rank
+            return json.loads(line.split("RESULT ", 1)[1])
     raise RuntimeError("%s failed:\n%s\n%s" % (" ".join(command), out.stdout, out.stderr))
 
 
