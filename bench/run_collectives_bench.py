@@ -151,10 +151,19 @@ def cell(result):
 
 
 def ratio(ronde, peers):
-    """Peer time / ronde time against the best of `peers` (> 1: ronde is faster)."""
+    """Peer time / ronde time against the best of `peers` (> 1: ronde is faster).
+
+    With several rounds, the median of the per-round ratios: the programs of one round ran
+    minutes apart, while the machine's state may change between rounds."""
     peers = [p for p in peers if p is not None]
     if ronde is None or not peers:
         return None
+    count = len(ronde["rounds"])
+    if count > 1 and all(len(p["rounds"]) == count for p in peers):
+        per_round = sorted(min(p["rounds"][i] for p in peers) / ronde["rounds"][i]
+                           for i in range(count))
+        middle = count // 2
+        return per_round[middle] if count % 2 else (per_round[middle - 1] + per_round[middle]) / 2
     best = min(float(p["us"]) for p in peers)
     return best / float(ronde["us"])
 
@@ -170,8 +179,8 @@ def table(collective, ranks, sizes, results, memcpy):
     lines = [
         f"### {collective}, {ranks} ranks",
         "",
-        "busbw in GB/s (time per collective); ratio = peer time / ronde time, above 1 means "
-        "ronde is faster.",
+        "busbw in GB/s (time per collective), the median round; ratio = peer time / ronde "
+        "time (the median of the rounds' ratios), above 1 means ronde is faster.",
         "",
         "| size | ronde shm | MPI shm | ratio | ronde tcp | MPI tcp | Gloo "
         "| ratio vs better peer | memcpy GB/s |",
@@ -260,11 +269,13 @@ def main():
                 rounds.setdefault(key, []).append(fields)
     if raw:
         raw.close()
-    # The round with the median time stands for each cell.
+    # The round with the median time stands for each cell; the times of all rounds, in
+    # round order, stay with it for the ratios.
     results = {}
     for key, found in rounds.items():
-        found.sort(key=lambda fields: float(fields["us"]))
-        results[key] = found[(len(found) - 1) // 2]
+        by_time = sorted(found, key=lambda fields: float(fields["us"]))
+        results[key] = dict(by_time[(len(found) - 1) // 2],
+                            rounds=[float(fields["us"]) for fields in found])
     memcpy = {key[4]: fields for key, fields in results.items() if key[0] == "memcpy"}
     results = {key: fields for key, fields in results.items() if key[0] != "memcpy"}
 
