@@ -1,6 +1,7 @@
 // Thousands of steps of random mixes (kinds, sizes, dtypes, ops, scaling, submission order,
-// names that come back with new shapes, fusion threshold changes) against a reference
-// computed independently from every rank's known inputs. World sizes 1 to 4.
+// names that come back with new shapes, process sets, fusion threshold changes) against a
+// reference computed independently from every rank's known inputs: 600 steps per world size
+// 1 to 4, plus variants (tiny cache, no cache, two simulated hosts, TCP only).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,9 +180,8 @@ void check(const Planned& p, Handle& h, const std::vector<int>& members, int ran
   }
 }
 
-void soak(int size, int steps, const Settings& settings) {
+void soak(int size, int steps, const Settings& settings, RankSpec spec = {}) {
   {
-    RankSpec spec;
     spec.size = size;
     spec.timeout_seconds = 240;
     runRuntimeRanks(spec, settings, [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
@@ -265,7 +265,7 @@ Settings soakSettings() {
 
 TEST(RuntimeSoak, RandomMixesAgainstAReference) {
   for (int size = 1; size <= 4; ++size) {
-    soak(size, 1000, soakSettings());
+    soak(size, 600, soakSettings());
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -282,6 +282,19 @@ TEST(RuntimeSoak, CacheDisabled) {
   Settings settings = soakSettings();
   settings.cache_capacity = 0;
   soak(2, 300, settings);
+}
+
+// Two simulated hosts: shared memory inside each, TCP between them (hierarchical allreduce).
+TEST(RuntimeSoak, AcrossTwoHosts) {
+  RankSpec spec;
+  spec.hosts = {"a", "a", "b", "b"};
+  soak(4, 100, soakSettings(), spec);
+}
+
+TEST(RuntimeSoak, OverTcpOnly) {
+  RankSpec spec;
+  spec.transport = TransportKind::kTcp;
+  soak(3, 200, soakSettings(), spec);
 }
 
 }  // namespace
