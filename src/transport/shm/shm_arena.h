@@ -40,7 +40,7 @@ class ShmArena {
     int local_rank = 0;
     int local_size = 1;
     std::vector<std::string> member_names;  // "rank 3 (host b)" for each local rank
-    size_t chunk_bytes = 256 * 1024;
+    size_t chunk_bytes = 1024 * 1024;
     std::string host_key;                   // unique per host within the job
   };
 
