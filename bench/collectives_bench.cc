@@ -32,9 +32,9 @@ struct Config {
   int trials = 3;
   bool bind = true;  // rank r on CPU r (modulo the CPUs), like mpirun --bind-to core
   double trial_seconds = 0.15;
-  int64_t shm_chunk = 0;        // 0: ronde's default
-  int64_t tcp_chunk = 0;        // 0: ronde's default
-  int64_t small_allreduce = -1; // -1: ronde's default
+  int64_t shm_chunk = 0;         // 0: ronde's default
+  int64_t tcp_chunk = 0;         // 0: ronde's default
+  int64_t small_allreduce = -1;  // -1: ronde's default
   std::string label = "ronde";
 };
 
@@ -86,8 +86,8 @@ bool benchOne(Communicator& comm, const Config& config, Collective collective, s
   }
   if (errors > 0) {
     std::fprintf(stderr, "VERIFY FAILED: %s %s rank %d, %s: %zu of %zu elements wrong\n",
-                 config.label.c_str(), collectiveName(collective), rank,
-                 formatBytes(bytes).c_str(), errors, count);
+                 config.label.c_str(), collectiveName(collective), rank, formatBytes(bytes).c_str(),
+                 errors, count);
     return false;
   }
   const Timing timing = timeCollective(ops, bytes, config.trials, config.trial_seconds);

@@ -153,9 +153,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string store_dir = dir_template;
-  const int code = runForkedRanks(config.ranks, config.bind, [&](int rank) {
-    return runRank(rank, config, store_dir);
-  });
+  const int code = runForkedRanks(config.ranks, config.bind,
+                                  [&](int rank) { return runRank(rank, config, store_dir); });
   std::filesystem::remove_all(store_dir);
   return code;
 }

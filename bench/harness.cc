@@ -183,7 +183,8 @@ void fillAllreduceInput(float* data, size_t count, int rank) {
 size_t countAllreduceErrors(const float* data, size_t count, int ranks) {
   size_t errors = 0;
   for (size_t i = 0; i < count; ++i) {
-    const float want = static_cast<float>(ranks * (ranks + 1) / 2 + ranks * static_cast<int>(i % 7));
+    const float want =
+        static_cast<float>(ranks * (ranks + 1) / 2 + ranks * static_cast<int>(i % 7));
     if (data[i] != want) ++errors;
   }
   return errors;
@@ -221,9 +222,8 @@ void printResult(const std::string& impl, const std::string& transport, Collecti
   std::printf(
       "RESULT impl=%s transport=%s collective=%s ranks=%d bytes=%zu iterations=%d trials=%d "
       "us=%.3f best_us=%.3f busbw=%.3f\n",
-      impl.c_str(), transport.c_str(), collectiveName(collective), ranks, bytes,
-      timing.iterations, timing.trials, timing.median_seconds * 1e6, timing.best_seconds * 1e6,
-      busbw);
+      impl.c_str(), transport.c_str(), collectiveName(collective), ranks, bytes, timing.iterations,
+      timing.trials, timing.median_seconds * 1e6, timing.best_seconds * 1e6, busbw);
   std::fflush(stdout);
 }
 

@@ -47,9 +47,9 @@ std::string formatBytes(size_t bytes);
 
 // One rank's view of the collective under test, supplied by each benchmark.
 struct RankOps {
-  std::function<void()> run;                // one collective on buffers prepared beforehand
-  std::function<void()> barrier;            // all ranks meet
-  std::function<double(double)> max;        // the maximum of a value over the ranks
+  std::function<void()> run;          // one collective on buffers prepared beforehand
+  std::function<void()> barrier;      // all ranks meet
+  std::function<double(double)> max;  // the maximum of a value over the ranks
 };
 
 struct Timing {

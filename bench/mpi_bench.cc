@@ -85,8 +85,7 @@ int main(int argc, char** argv) {
   Args args(argc, argv);
   const std::string transport = args.get("transport", "shm");
   const std::vector<size_t> sizes = args.getSizes();
-  const std::vector<Collective> collectives =
-      args.getCollectives("allreduce,allgather,broadcast");
+  const std::vector<Collective> collectives = args.getCollectives("allreduce,allgather,broadcast");
   const int trials = args.getInt("trials", 3);
   const double trial_seconds = std::stod(args.get("trial-seconds", "0.15"));
   args.finish();
