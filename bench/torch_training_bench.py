@@ -60,7 +60,10 @@ def worker(args):
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     elif args.mode == "ddp":
         import torch.distributed as dist
-        dist.init_process_group("gloo")
+        # `ronde run` only starts the processes here; gloo does the communication.
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % args.port,
+                                rank=int(os.environ["RONDE_RANK"]),
+                                world_size=int(os.environ["RONDE_SIZE"]))
         ranks, rank = dist.get_world_size(), dist.get_rank()
         model = torch.nn.parallel.DistributedDataParallel(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -102,10 +105,9 @@ def drive(args):
                            {"OPENBLAS_NUM_THREADS": str(cores)}))
         results.append(run([args.ronde, "run", "-np", "2"] + me + common +
                            ["--mode", "ronde", "--batch", "64", "--threads", "1"], {}))
-        ddp = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-               "--master_port", "29533"] + me[1:] + common + ["--mode", "ddp", "--batch", "64",
-                                                              "--threads", "1"]
-        results.append(run(ddp, {"OMP_NUM_THREADS": "1"}))
+        results.append(run([args.ronde, "run", "-np", "2"] + me + common +
+                           ["--mode", "ddp", "--batch", "64", "--threads", "1"],
+                           {"OMP_NUM_THREADS": "1"}))
     print("%-6s %-7s %5s %12s %10s" % ("model", "mode", "ranks", "samples/s", "ms/step"))
     for r in results:
         print("%-6s %-7s %5d %12.0f %10.2f" % (r["model"], r["mode"], r["ranks"],
@@ -131,6 +133,7 @@ def main():
     parser.add_argument("--ronde", default=os.path.join(HERE, "..", "build", "src", "launcher",
                                                         "ronde"))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--port", type=int, default=29533, help="gloo rendezvous (DDP)")
     args = parser.parse_args()
     if args.worker:
         worker(args)
