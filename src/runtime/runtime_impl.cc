@@ -191,6 +191,7 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
     handles.push_back(r.handle);
     incoming_.push_back(std::move(r));
   }
+  if (sleeping_stretched_.load()) wake_.notify_all();
   return handles;
 }
 
@@ -301,10 +302,17 @@ void RuntimeImpl::backgroundLoop() {
     // Counted from the end of the cycle's negotiation, which every rank leaves at about the
     // same moment: ranks then wake together and nobody spins in the next one waiting for a
     // peer still asleep.
+    const double sleep_ms = nextSleepMs();
     auto next = synchronized_at_ + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double, std::milli>(nextSleepMs()));
+                                       std::chrono::duration<double, std::milli>(sleep_ms));
+    // A stretched (idle) sleep ends as soon as work arrives: a training step's first gradient
+    // must not wait up to 10 ms because the forward pass was long. Peers that have not seen
+    // their own request yet join the negotiation when they do.
+    const bool stretched = sleep_ms > cycle_ms_;
     std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait_until(lock, next, [&] { return stop_requested_; });
+    sleeping_stretched_.store(stretched);
+    wake_.wait_until(lock, next, [&] { return stop_requested_ || (stretched && !incoming_.empty()); });
+    sleeping_stretched_.store(false);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stopped_ = true;

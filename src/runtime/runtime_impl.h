@@ -113,6 +113,7 @@ class RuntimeImpl final : public Runtime {
   uint64_t cycle_ = 0;
   bool stall_stopped_ = false;
   bool everyone_idle_ = false;  // last cycle: no rank had anything pending
+  std::atomic<bool> sleeping_stretched_{false};  // the loop sleeps a stretched idle cycle
   int idle_cycles_ = 0;         // consecutive such cycles: the same count on every rank
   std::chrono::steady_clock::time_point synchronized_at_;  // the last negotiation's end
   std::vector<uint8_t> cache_bits_;
