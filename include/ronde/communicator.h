@@ -40,7 +40,7 @@ struct CommOptions {
   Duration start_timeout{60000};  // meeting the other ranks
   int64_t small_allreduce_bytes = 64 * 1024;
   int64_t shm_chunk_bytes = 1024 * 1024;
-  int64_t tcp_chunk_bytes = 512 * 1024;
+  int64_t tcp_chunk_bytes = 1024 * 1024;
   bool hierarchical_allreduce = true;
 
   // Copies the transport and algorithm fields from settings.

@@ -39,7 +39,7 @@ struct Settings {
   // Algorithm choice.
   int64_t small_allreduce_bytes = 64 * 1024;  // at or below: latency-optimal algorithm
   int64_t shm_chunk_bytes = 1024 * 1024;       // per-rank pipeline chunk in shared memory
-  int64_t tcp_chunk_bytes = 512 * 1024;       // pipeline chunk on TCP links
+  int64_t tcp_chunk_bytes = 1024 * 1024;       // pipeline chunk on TCP links
   bool hierarchical_allreduce = true;         // across hosts: shm inside, ring across
 
   // Runtime (negotiation, fusion, timeline, stall inspector).

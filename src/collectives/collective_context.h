@@ -27,6 +27,9 @@ struct CollectiveContext {
   Deadline deadline = Deadline::never();
   const std::atomic<bool>* aborted = nullptr;  // set by Communicator::abort from any thread
   size_t chunk_bytes = 512 * 1024;
+  // Poll without blocking for a few tens of microseconds before sleeping in poll(): a sleep
+  // costs a scheduler wake-up per message. Off when ranks outnumber CPUs.
+  bool spin_before_block = false;
   // "allreduce #7 (1024 x float32) on rank 0 (host a)", built only when an error needs it.
   std::function<std::string()> describe;
   std::string what() const { return describe ? describe() : std::string("a collective"); }

@@ -1,6 +1,7 @@
 #include <poll.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "collectives/collective_context.h"
@@ -15,6 +16,12 @@ void waitForLinks(const LinkInterest* interests, int count, const CollectiveCont
     short events = static_cast<short>((interests[i].read ? POLLIN : 0) |
                                       (interests[i].write ? POLLOUT : 0));
     fds[i] = pollfd{interests[i].link->pollFd(), events, 0};
+  }
+  if (ctx.spin_before_block) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    do {
+      if (::poll(fds, static_cast<nfds_t>(count), 0) > 0) return;
+    } while (std::chrono::steady_clock::now() < until);
   }
   for (;;) {
     if (ctx.aborted && ctx.aborted->load(std::memory_order_relaxed)) {

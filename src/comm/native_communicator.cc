@@ -1,5 +1,6 @@
 #include "comm/native_communicator.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -85,6 +86,10 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
       }
     }
   }
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  int cpus = sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
+  spin_before_block_ = topology_.localSize() <= cpus;
   log(LogLevel::kDebug, "communicator ready: ", transportName(), ", local rank ", localRank(), "/",
       localSize(), ", host ", crossRank(), "/", crossSize());
 }
@@ -183,6 +188,7 @@ void NativeCommunicator::run(OpDescriptor descriptor, Body&& body) {
   call.ctx.deadline = Deadline::after(options_.timeout);
   call.ctx.aborted = &aborted_;
   call.ctx.chunk_bytes = static_cast<size_t>(options_.tcp_chunk_bytes);
+  call.ctx.spin_before_block = spin_before_block_;
   // Describing the call costs more than a small shared-memory allreduce: only on error.
   call.ctx.describe = [this, d = &call.descriptor] { return describeOp(*d) + " on " + topology_.name(rank()); };
   try {

@@ -78,6 +78,7 @@ class NativeCommunicator final : public Communicator {
   bool shm_only_ = false;             // one host, shared memory for everything
   bool hierarchical_ = false;         // allreduce: shm inside hosts, ring across
   uint64_t op_index_ = 0;
+  bool spin_before_block_ = false;    // every local rank has a CPU of its own
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;

@@ -95,6 +95,7 @@ class ShmArena {
   size_t chunk_bytes_;
   std::vector<std::string> member_names_;
   uint64_t step_ = 0;
+  bool spin_ = true;  // spinning helps only while every local rank has a CPU of its own
   uint64_t op_ = 0;
 };
 
