@@ -1,6 +1,5 @@
 #include "comm/native_communicator.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -86,10 +85,8 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
       }
     }
   }
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  int cpus = sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
-  spin_before_block_ = topology_.localSize() <= cpus;
+  // Online CPUs, not this process's affinity: launchers bind each rank to its own core.
+  spin_before_block_ = topology_.localSize() <= static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   log(LogLevel::kDebug, "communicator ready: ", transportName(), ", local rank ", localRank(), "/",
       localSize(), ", host ", crossRank(), "/", crossSize());
 }

@@ -151,10 +151,8 @@ ShmArena::ShmArena(ShmSegment segment, const Options& options)
   header_ = reinterpret_cast<Header*>(segment_.data());
   slots_ = segment_.data() + headerBytes(local_size_);
   member_names_.resize(static_cast<size_t>(local_size_));
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  int cpus = sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
-  spin_ = local_size_ <= cpus;
+  // Online CPUs, not this process's affinity: launchers bind each rank to its own core.
+  spin_ = local_size_ <= static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 ShmArena::~ShmArena() { segment_.unlink(); }
