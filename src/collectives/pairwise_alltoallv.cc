@@ -1,5 +1,6 @@
 #include <cstring>
 
+#include "collectives/block_layout.h"
 #include "collectives/link_collectives.h"
 
 namespace ronde {
@@ -9,11 +10,8 @@ void pairwiseAlltoallv(const LinkGroup& group, const void* in, const std::vector
                        const CollectiveContext& ctx) {
   const int n = group.size;
   const size_t elem = dataTypeSize(type);
-  std::vector<size_t> send_offsets(static_cast<size_t>(n), 0), recv_offsets(static_cast<size_t>(n), 0);
-  for (size_t i = 1; i < static_cast<size_t>(n); ++i) {
-    send_offsets[i] = send_offsets[i - 1] + send_counts[i - 1];
-    recv_offsets[i] = recv_offsets[i - 1] + recv_counts[i - 1];
-  }
+  const std::vector<size_t> send_offsets = blockOffsets(send_counts);
+  const std::vector<size_t> recv_offsets = blockOffsets(recv_counts);
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
   const size_t me = static_cast<size_t>(group.rank);

@@ -1,3 +1,4 @@
+#include "collectives/block_layout.h"
 #include "collectives/link_collectives.h"
 
 namespace ronde {
@@ -6,8 +7,7 @@ void ringAllgatherv(const LinkGroup& group, void* out, const std::vector<size_t>
                     DataType type, const CollectiveContext& ctx) {
   const int n = group.size;
   const size_t elem = dataTypeSize(type);
-  std::vector<size_t> offsets(counts.size(), 0);
-  for (size_t i = 1; i < counts.size(); ++i) offsets[i] = offsets[i - 1] + counts[i - 1];
+  const std::vector<size_t> offsets = blockOffsets(counts);
   char* base = static_cast<char*>(out);
   Link* right = n > 1 ? group.to(group.next()) : nullptr;
   Link* left = n > 1 ? group.to(group.prev()) : nullptr;

@@ -1,11 +1,23 @@
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "collectives/shm_collectives.h"
 #include "common/reduce_kernels.h"
 
 namespace ronde {
 namespace {
+
+// Pointers to every local rank's slot, on the stack for the usual few ranks.
+class SourceList {
+ public:
+  explicit SourceList(int n) : heap_(n > 64 ? static_cast<size_t>(n) : 0) {}
+  const void** data() { return heap_.empty() ? stack_ : heap_.data(); }
+
+ private:
+  const void* stack_[64];
+  std::vector<const void*> heap_;
+};
 
 // Every rank reduces all slots itself, chunk by chunk, in the same order as every other rank,
 // so results are bitwise identical everywhere. One synchronisation per chunk: a slot is
@@ -23,9 +35,8 @@ void replicatedReduce(const ShmOp& op, uint64_t op_slot, const void* in, void* o
   const size_t chunks = std::max<size_t>(1, (count + chunk_elems - 1) / chunk_elems);
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
-  const void* sources[64];
-  std::vector<const void*> many(n > 64 ? static_cast<size_t>(n) : 0);
-  const void** srcs = n > 64 ? many.data() : sources;
+  SourceList sources(n);
+  const void** srcs = sources.data();
   for (size_t k = 0; k < chunks; ++k) {
     const size_t offset = k * chunk_elems;
     const size_t chunk_count = std::min(chunk_elems, count - std::min(count, offset));
@@ -60,9 +71,8 @@ void shmAllreduce(const ShmOp& op, const void* in, void* out, size_t count, Data
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
   const size_t chunks = std::max<size_t>(1, (count + chunk_elems - 1) / chunk_elems);
-  const void* sources[64];
-  std::vector<const void*> many(n > 64 ? static_cast<size_t>(n) : 0);
-  const void** srcs = n > 64 ? many.data() : sources;
+  SourceList sources(n);
+  const void** srcs = sources.data();
   for (size_t k = 0; k < chunks; ++k) {
     const size_t offset = k * chunk_elems;
     const size_t chunk_count = std::min(chunk_elems, count - std::min(count, offset));

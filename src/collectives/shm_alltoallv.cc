@@ -2,6 +2,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "collectives/block_layout.h"
 #include "collectives/shm_collectives.h"
 #include "ronde/errors.h"
 
@@ -48,15 +49,9 @@ void shmAlltoallv(const ShmOp& op, const void* in, const std::vector<size_t>& se
   RONDE_CHECK(piece > 0, "shared-memory chunk too small for " << n << " ranks");
   const size_t largest = *std::max_element(matrix.begin(), matrix.end());
   const size_t rounds = (largest + piece - 1) / piece;
-  std::vector<size_t> send_offsets(n, 0), recv_offsets(n, 0);
-  for (size_t j = 1; j < n; ++j) {
-    send_offsets[j] = send_offsets[j - 1] + send_counts[j - 1];
-    recv_offsets[j] = recv_offsets[j - 1] + recv_counts[j - 1];
-  }
-  auto pieceCount = [&](size_t total, size_t round) {
-    size_t start = round * piece;
-    return total > start ? std::min(piece, total - start) : 0;
-  };
+  const std::vector<size_t> send_offsets = blockOffsets(send_counts);
+  const std::vector<size_t> recv_offsets = blockOffsets(recv_counts);
+  auto pieceCount = [&](size_t total, size_t round) { return pieceInRound(total, round, piece); };
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
   const size_t self = static_cast<size_t>(me);

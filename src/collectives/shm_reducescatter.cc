@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "collectives/block_layout.h"
 #include "collectives/shm_collectives.h"
 #include "common/reduce_kernels.h"
 #include "ronde/errors.h"
@@ -17,18 +18,14 @@ void shmReducescatter(const ShmOp& op, const void* in, void* out, const std::vec
   const size_t elem = dataTypeSize(type);
   const size_t piece = arena.chunkBytes() / static_cast<size_t>(n) / elem;
   RONDE_CHECK(piece > 0, "shared-memory chunk too small for " << n << " ranks");
-  std::vector<size_t> offsets(counts.size(), 0);
-  for (size_t i = 1; i < counts.size(); ++i) offsets[i] = offsets[i - 1] + counts[i - 1];
+  const std::vector<size_t> offsets = blockOffsets(counts);
   const size_t largest = *std::max_element(counts.begin(), counts.end());
   const size_t rounds = std::max<size_t>(1, (largest + piece - 1) / piece);
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
   std::vector<const void*> srcs(static_cast<size_t>(n));
   const uint64_t op_slot = shmPublishDescriptor(op);
-  auto pieceCount = [&](size_t block, size_t round) {
-    size_t start = round * piece;
-    return counts[block] > start ? std::min(piece, counts[block] - start) : 0;
-  };
+  auto pieceCount = [&](size_t block, size_t round) { return pieceInRound(counts[block], round, piece); };
   for (size_t k = 0; k < rounds; ++k) {
     const uint64_t step = arena.nextStep();
     char* slot = arena.slot(static_cast<int>(me), step);
