@@ -28,7 +28,18 @@ import torch.nn.functional as F  # noqa: E402
 
 import ronde.torch as hvd  # noqa: E402
 
-DIGITS = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
+
+
+def digits_path():
+    """scikit-learn's copy of the digits data: this interpreter's sklearn, else Debian's."""
+    import importlib.util
+    spec = importlib.util.find_spec("sklearn")  # finds the package without importing it
+    if spec is not None and spec.submodule_search_locations:
+        found = os.path.join(spec.submodule_search_locations[0], "datasets", "data",
+                             "digits.csv.gz")
+        if os.path.exists(found):
+            return found
+    return "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
 
 
 def load_digits(path, test_fraction=0.2, seed=0):
@@ -79,7 +90,7 @@ def main():
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--checkpoint", default="/tmp/ronde_digits.pt")
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    parser.add_argument("--data", default=DIGITS)
+    parser.add_argument("--data", default=digits_path())
     parser.add_argument("--fp16-allreduce", action="store_true")
     args = parser.parse_args()
 

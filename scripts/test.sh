@@ -1,7 +1,65 @@
 #!/usr/bin/env bash
-# Builds ronde and runs every test (C++ unit and multi-process tests, launcher tests, Python).
-set -euo pipefail
+# The README's second command: builds everything and runs every test.
+#   1. the ronde wheel, installed into .venv (torch 2.13 from PyPI) and .venv-debian
+#      (Debian's torch 1.13): scripts/setup_python.sh
+#   2. the CMake tree in build/: C++ unit and multi-process tests, launcher tests, the
+#      LibTorch frontend on Debian's libtorch, and the Python suite + digits example under
+#      both venvs (ctest)
+#   3. the LibTorch frontend and C++ example against the PyPI torch's libtorch
+#   4. a fresh venv doing `pip install .` with pip's isolated build, then a 2-rank job
+#   5. sanitizers (ASan+UBSan, TSan) and a short libFuzzer run, where their scripts exist
+# Ends with one line "ronde tests: N passed, M failed"; exits non-zero if anything failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
 build=${RONDE_BUILD_DIR:-build}
-ctest --test-dir "$build" --output-on-failure --timeout 900 -j 1
+passed=0
+failed=0
+failures=()
+
+# Adds a ctest run's counts from its summary line ("97% tests passed, 2 tests failed out of
+# 60", or "100% tests passed out of 60").
+count_ctest() {
+  local log=$1 name=$2 line total bad
+  line=$(grep -E "% tests passed.* out of [0-9]+" "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    failed=$((failed + 1)); failures+=("$name (no ctest summary)"); return
+  fi
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+  bad=0
+  if grep -qE "[0-9]+ tests? failed" <<<"$line"; then
+    bad=$(sed -E 's/.*, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  fi
+  passed=$((passed + total - bad)); failed=$((failed + bad))
+  [ "$bad" -eq 0 ] || failures+=("$name: $bad of $total")
+}
+
+# Runs one check that is a whole script; it counts as one test.
+stage() {
+  local name=$1; shift
+  echo "== $name"
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$name"); fi
+}
+
+logs=$(mktemp -d /tmp/ronde-test.XXXXXX)
+stage "python wheel into both venvs" bash scripts/setup_python.sh
+stage "CMake build ($build)" bash scripts/build.sh
+
+echo "== ctest ($build)"
+ctest --test-dir "$build" --output-on-failure --timeout 900 -j 1 2>&1 | tee "$logs/main.log"
+count_ctest "$logs/main.log" "ctest $build"
+
+if stage "LibTorch frontend against PyPI torch (build-torch-pip)" bash scripts/build_libtorch_pip.sh; then
+  ctest --test-dir build-torch-pip --output-on-failure --timeout 900 -j 1 \
+    -R "^(Torch|cc_train_digits)" 2>&1 | tee "$logs/torch-pip.log"
+  count_ctest "$logs/torch-pip.log" "ctest build-torch-pip"
+fi
+
+stage "fresh venv: pip install . and a 2-rank job" bash scripts/test_fresh_install.sh
+for script in scripts/sanitizers.sh scripts/fuzz.sh; do
+  [ -f "$script" ] && stage "$script" bash "$script"
+done
+
+rm -rf "$logs"
+for failure in "${failures[@]}"; do echo "FAILED: $failure"; done
+echo "ronde tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,12 +1,14 @@
 // `ronde check-build`: what this build of ronde has, the way `horovodrun --check-build`
-// shows it. Transports and backends are known from the build; the PyTorch frontend is looked
-// up at run time, without importing torch, so the command stays fast.
+// shows it. Transports and backends are known from the build; the Python frameworks are looked
+// up at run time in the interpreter given by --python (the pip-installed `ronde` passes its
+// own), without importing them.
 #include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -26,8 +28,8 @@ struct Component {
   std::string detail;
 };
 
-// One line of output from a short command, or "" when it fails or takes over two seconds.
-std::string firstLineOf(const std::vector<std::string>& argv) {
+// The output of a short command, or "" when it fails or takes over five seconds.
+std::string outputOf(const std::vector<std::string>& argv) {
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) environment.emplace_back(*entry);
   std::unique_ptr<ChildProcess> child;
@@ -38,7 +40,7 @@ std::string firstLineOf(const std::vector<std::string>& argv) {
   }
   UniqueFd out = child->takeStdout();
   std::string text;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (out && std::chrono::steady_clock::now() < deadline) {
     pollfd fd{out.get(), POLLIN, 0};
     if (::poll(&fd, 1, 50) <= 0) continue;
@@ -49,33 +51,52 @@ std::string firstLineOf(const std::vector<std::string>& argv) {
   }
   for (int i = 0; i < 20 && !child->poll(); ++i) ::usleep(5000);
   if (!child->exited() || child->waitStatus() != 0) return "";
+  return text;
+}
+
+std::string firstLineOf(const std::vector<std::string>& argv) {
+  std::string text = outputOf(argv);
   return text.substr(0, text.find('\n'));
 }
 
-// Whether `import ronde.torch` would find the package, and torch's version; no import of torch.
-Component pytorchFrontend() {
+// The Python frameworks `python` has and whether ronde's frontend for each is importable,
+// found without importing any framework (importlib only), so the command stays fast.
+std::vector<Component> pythonFrontends(const std::string& python) {
   const char* probe =
-      "import importlib.util, importlib.metadata\n"
-      "try:\n"
-      "    found = importlib.util.find_spec('ronde.torch') is not None\n"
-      "except Exception:\n"
-      "    found = False\n"
-      "try:\n"
-      "    torch = importlib.metadata.version('torch')\n"
-      "except Exception:\n"
-      "    torch = ''\n"
-      "print(('yes' if found else 'no') + ' ' + torch)\n";
-  std::string answer = firstLineOf({"python3", "-c", probe});
-  Component component{false, "PyTorch", ""};
-  if (answer.rfind("yes", 0) == 0) {
-    component.present = true;
-    std::string torch = answer.substr(3);
-    while (!torch.empty() && torch.front() == ' ') torch.erase(0, 1);
-    component.detail = torch.empty() ? "ronde.torch" : "torch " + torch;
-  } else if (answer.empty()) {
-    component.detail = "no python3";
+      "import importlib.util, importlib.metadata, sys\n"
+      "def has(module):\n"
+      "    try:\n"
+      "        return importlib.util.find_spec(module) is not None\n"
+      "    except Exception:\n"
+      "        return False\n"
+      "def version(dist):\n"
+      "    try:\n"
+      "        return importlib.metadata.version(dist)\n"
+      "    except Exception:\n"
+      "        return '-'\n"
+      "print('python', sys.version.split()[0], 'yes' if has('ronde._core') else 'no')\n"
+      "for name, dist, frontend in (('PyTorch', 'torch', 'ronde.torch'),\n"
+      "        ('TensorFlow', 'tensorflow', 'ronde.tensorflow'),\n"
+      "        ('TensorFlow', 'tensorflow-cpu', 'ronde.tensorflow'),\n"
+      "        ('Keras', 'keras', 'ronde.keras'), ('MXNet', 'mxnet', 'ronde.mxnet')):\n"
+      "    print(name, version(dist), 'yes' if has(frontend) else 'no')\n";
+  std::vector<Component> found;
+  std::istringstream lines(outputOf({python, "-c", probe}));
+  std::string name, version, frontend;
+  std::set<std::string> seen;
+  while (lines >> name >> version >> frontend) {
+    if (name == "python") {
+      found.push_back({frontend == "yes", "Python " + version,
+                       python + (frontend == "yes" ? ", ronde._core" : ", no ronde._core")});
+      continue;
+    }
+    if (version == "-" || !seen.insert(name).second) continue;
+    std::string detail = (name == "PyTorch" ? "torch " : "") + version;
+    detail += frontend == "yes" ? ", ronde frontend" : ", no ronde frontend yet";
+    found.push_back({frontend == "yes", name, detail});
   }
-  return component;
+  if (found.empty()) found.push_back({false, "Python", python + " did not answer"});
+  return found;
 }
 
 void printSection(const char* title, const std::vector<Component>& components) {
@@ -99,7 +120,7 @@ void printSettings() {
 
 }  // namespace
 
-int checkBuild(bool print_settings) {
+int checkBuild(bool print_settings, const std::string& python) {
   std::string mpi_runtime = firstLineOf({"mpirun", "--version"});
   std::printf("ronde %s (%s, %s)\n\n", RONDE_BUILD_VERSION, RONDE_BUILD_COMPILER, RONDE_BUILD_TYPE);
   printSection("Transports", {
@@ -119,8 +140,8 @@ int checkBuild(bool print_settings) {
                {
                    {true, "C++", "include/ronde"},
                    {RONDE_BUILD_HAS_LIBTORCH != 0, "LibTorch", RONDE_BUILD_LIBTORCH_VERSION},
-                   pytorchFrontend(),
                });
+  printSection("Python frontends", pythonFrontends(python.empty() ? "python3" : python));
   if (print_settings) printSettings();
   return 0;
 }

@@ -21,6 +21,7 @@ SplitArguments splitRunArguments(const std::vector<std::string>& args,
                                  int (*takes_value)(const std::string& name, void* context),
                                  void* context);
 
-int checkBuild(bool print_settings);
+// `python`: the interpreter whose frameworks to report ("" for python3 on PATH).
+int checkBuild(bool print_settings, const std::string& python);
 
 }  // namespace ronde::launcher

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds the LibTorch frontend, its gtest and the C++ digits example against the libtorch
+# inside the .venv's PyPI torch (torch.utils.cmake_prefix_path), in build-torch-pip/: the
+# same sources that build/ compiles against Debian's libtorch-dev.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${RONDE_TORCH_PIP_BUILD_DIR:-build-torch-pip}
+venv=${RONDE_VENV:-.venv}
+prefix=$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRONDE_BUILD_BENCH=OFF \
+  "-DCMAKE_PREFIX_PATH=$prefix" >/dev/null
+ninja -C "$build" -j "$(nproc)" ronde_cli torch_frontend_test train_digits
