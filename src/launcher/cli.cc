@@ -40,6 +40,29 @@ std::string formatNumber(double value) {
   return out.str();
 }
 
+// Range checks whose message says the bound, not "[0 - 1.79769e+308]".
+CLI::Validator atLeast(double bound) {
+  return CLI::Validator(
+      [bound](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (!(value >= bound)) return "must be at least " + formatNumber(bound) + ", not " + text;
+        return "";
+      },
+      "NUMBER>=" + formatNumber(bound));
+}
+
+CLI::Validator above(double bound) {
+  return CLI::Validator(
+      [bound](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (!(value > bound)) return "must be more than " + formatNumber(bound) + ", not " + text;
+        return "";
+      },
+      "NUMBER>" + formatNumber(bound));
+}
+
 // Tuning flags become RONDE_* variables for the workers' Settings; the names are the
 // contract with settings.cc.
 void addTuningOptions(CLI::App* run, RunOptions* options) {
@@ -51,19 +74,19 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
                        std::to_string(static_cast<int64_t>(std::llround(mb * 1024 * 1024))));
          },
          "Tensor fusion buffer size in MiB; 0 disables fusion (default 128)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(atLeast(0))
       ->group("Tuning");
   run->add_option_function<double>(
          "--cycle-time-ms",
          [env](double ms) { setVariable(env, "RONDE_CYCLE_TIME", formatNumber(ms)); },
          "Time between fusion cycles in milliseconds (default 1)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(atLeast(0))
       ->group("Tuning");
   run->add_option_function<int>(
          "--cache-capacity",
          [env](int n) { setVariable(env, "RONDE_CACHE_CAPACITY", std::to_string(n)); },
          "Entries in the response cache; 0 disables it (default 1024)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(atLeast(0))
       ->group("Tuning");
   run->add_flag_callback(
          "--hierarchical-allreduce",
@@ -101,7 +124,7 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          "--stall-check-warning-time-seconds",
          [env](double s) { setVariable(env, "RONDE_STALL_CHECK_TIME_SECONDS", formatNumber(s)); },
          "Warn when ranks wait this long for others (default 60)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(atLeast(0))
       ->group("Stall check");
   run->add_option_function<double>(
          "--stall-check-shutdown-time-seconds",
@@ -109,7 +132,7 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
            setVariable(env, "RONDE_STALL_SHUTDOWN_TIME_SECONDS", formatNumber(s));
          },
          "Shut down when ranks wait this long for others; 0 never (default 0)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(atLeast(0))
       ->group("Stall check");
   run->add_option_function<std::string>(
          "--log-level",
@@ -129,7 +152,7 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
            setVariable(env, "RONDE_START_TIMEOUT", formatNumber(s));
          },
          "Seconds for the launcher's host checks and for all ranks to meet (default 30 / 60)")
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
 }
 
 void addRunOptions(CLI::App* run, RunOptions* options) {
@@ -168,8 +191,17 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
                 "Prefix each line of output with the time");
   run->add_option("--grace-period", options->grace_seconds,
                   "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0));
   run->add_flag("--verbose", options->verbose, "Tell where each rank runs and how it exits");
+  run->add_option("--bind-to", options->bind_to,
+                  "Bind each rank to its own core, to its socket's CPUs, or not at all: "
+                  "core, socket or none (default: core when a host's ranks fit its cores, "
+                  "else none)")
+      ->check(CLI::IsMember({"auto", "core", "socket", "none", "hwthread", "package"}))
+      ->group("Binding");
+  run->add_flag("--report-bindings", options->report_bindings,
+                "Print the CPUs each rank is bound to")
+      ->group("Binding");
   run->add_flag("--disable-cache,--gloo")
       ->description("Accepted for horovodrun compatibility; no effect")
       ->group("");
@@ -243,6 +275,9 @@ int runCommandLine(const std::vector<std::string>& args) {
   CLI::App* check = app.add_subcommand("check-build", "List what this build of ronde has");
   check->add_flag("--settings", print_settings,
                   "Also list every setting (environment variable) with its default");
+  std::string python;
+  check->add_option("--python", python,
+                    "Interpreter whose frameworks to report (default: python3 on PATH)");
 
   std::vector<std::string> parse_args = {"ronde"};
   bool is_run = !args.empty() && args[0] == "run";
@@ -265,7 +300,7 @@ int runCommandLine(const std::vector<std::string>& args) {
     options.command = split.command;
     return runJob(options);
   }
-  return checkBuild(print_settings);
+  return checkBuild(print_settings, python);
 }
 
 }  // namespace ronde::launcher

@@ -1,6 +1,7 @@
 #include "launcher/process_group.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -48,8 +49,15 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
 
 // Runs in the forked child: only async-signal-safe calls until execve.
 [[noreturn]] void execChild(pid_t parent, int stdin_fd, int stdout_fd, int stderr_fd, int error_fd,
-                            const char* path, char* const* argv, char* const* envp) {
+                            const char* path, char* const* argv, char* const* envp,
+                            const cpu_set_t* cpus) {
   ::setpgid(0, 0);
+  // Before exec, so that every thread the worker starts inherits the binding.
+  if (cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), cpus) != 0) {
+    int error = errno;
+    (void)!::write(error_fd, &error, sizeof(error));
+    ::_exit(127);
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
   sigset_t none;
@@ -100,6 +108,11 @@ ChildProcess ChildProcess::spawn(const SpawnRequest& request) {
   std::vector<std::string> env_storage = request.environment;
   std::vector<char*> argv = pointers(argv_storage);
   std::vector<char*> envp = pointers(env_storage);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int cpu : request.cpus) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &cpus);
+  }
 
   UniqueFd stdin_read;
   UniqueFd stdin_write;
@@ -118,7 +131,7 @@ ChildProcess ChildProcess::spawn(const SpawnRequest& request) {
   if (pid < 0) throw makeError(ErrorCode::kIo, "fork: ", std::strerror(errno));
   if (pid == 0) {
     execChild(parent, stdin_read.get(), stdout_write.get(), stderr_write.get(), error_write.get(),
-              path.c_str(), argv.data(), envp.data());
+              path.c_str(), argv.data(), envp.data(), request.cpus.empty() ? nullptr : &cpus);
   }
   // Set the group from both sides, so it is in place before anyone signals it.
   ::setpgid(pid, pid);

@@ -21,6 +21,7 @@ struct SpawnRequest {
   std::vector<std::string> argv;         // argv[0] is looked up in the PATH of `environment`
   std::vector<std::string> environment;  // "NAME=value" entries, the child's whole environment
   bool stdin_pipe = false;               // a pipe the parent writes to; otherwise /dev/null
+  std::vector<int> cpus;                 // CPUs the child is bound to (empty: not bound)
 };
 
 class ChildProcess {

@@ -11,16 +11,19 @@
 #include <optional>
 #include <set>
 
+#include "launcher/cpu_binding.h"
 #include "launcher/host_list.h"
 #include "launcher/job_supervisor.h"
 #include "launcher/launcher_messages.h"
 #include "launcher/network_address.h"
 #include "launcher/output_streamer.h"
+#include "launcher/process_group.h"
 #include "launcher/run_options.h"
 #include "launcher/signal_watcher.h"
 #include "launcher/ssh.h"
 #include "launcher/worker_env.h"
 #include "ronde/errors.h"
+#include "ronde/settings.h"
 #include "ronde/store.h"
 
 extern char** environ;
@@ -71,6 +74,38 @@ std::vector<std::string> currentEnvironment() {
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) environment.emplace_back(*entry);
   return environment;
+}
+
+// Every setting the workers will read, checked now: a bad RONDE_*/HOROVOD_* value then stops
+// the launch with one line instead of failing inside every worker a few seconds later.
+// The workers' variables (flags, -x) come first, then the launcher's own environment.
+void checkWorkerSettings(const RunOptions& options, const EnvList& passed,
+                         const RankPlacement& first) {
+  JobEnvironment job;
+  job.secret = "unused";
+  job.network_interface = options.network_interface;
+  job.settings = options.settings;
+  job.passed = passed;
+  const EnvList variables = workerVariables(first, "localhost", "127.0.0.1:1", job);
+  Settings::fromLookup([&](const std::string& name) -> const char* {
+    for (auto it = variables.rbegin(); it != variables.rend(); ++it) {
+      if (it->first == name) return it->second.c_str();
+    }
+    return std::getenv(name.c_str());
+  });
+}
+
+// A local worker's command that cannot be found is bad input like any other (exit 2), said
+// once before anything starts, not as every rank's exit 127.
+void checkLocalCommand(const std::vector<std::string>& command) {
+  const char* path = std::getenv("PATH");
+  if (!findExecutable(command[0], path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin")
+           .empty()) {
+    return;
+  }
+  throw makeError(ErrorCode::kInvalidArgument, command[0],
+                  command[0].find('/') == std::string::npos ? ": command not found on PATH"
+                                                            : ": no such executable file");
 }
 
 struct HostPlan {
@@ -128,11 +163,13 @@ StoreAddresses chooseStoreAddresses(const std::vector<std::string>& hosts,
 
 // Checks every remote host over ssh, all at once; reports each one that fails.
 bool checkRemoteHosts(const std::vector<std::string>& remote_hosts, const SshOptions& ssh,
-                      SignalWatcher& signals, std::map<std::string, std::string>* seen_as) {
+                      SignalWatcher& signals, std::map<std::string, std::string>* seen_as,
+                      std::map<std::string, CpuTopology>* topologies) {
   bool all_reachable = true;
   for (const SshProbeResult& result : probeHosts(remote_hosts, ssh, signals)) {
     if (result.reachable) {
       (*seen_as)[result.host] = result.client_address;
+      (*topologies)[result.host] = parseCpuTopology(result.topology);
       continue;
     }
     all_reachable = false;
@@ -149,7 +186,9 @@ int runJob(const RunOptions& options) {
 
   std::vector<RankPlacement> placements;
   EnvList passed;
+  BindTo bind_to = BindTo::kAuto;
   try {
+    bind_to = parseBindTo(options.bind_to);
     if (options.command.empty()) {
       throw Error(ErrorCode::kInvalidArgument, "no command given: ronde run -np N COMMAND ...");
     }
@@ -178,6 +217,13 @@ int runJob(const RunOptions& options) {
     placements = placeRanks(hosts, num_ranks);
     passed = resolvePassedVariables(
         options.env_requests, [](const std::string& name) { return std::getenv(name.c_str()); });
+    checkWorkerSettings(options, passed, placements.front());
+    for (const RankPlacement& placement : placements) {
+      if (isLocalHost(hostPart(placement.host))) {
+        checkLocalCommand(options.command);
+        break;
+      }
+    }
   } catch (const Error& error) {
     report(error.what());
     return kExitBadInput;
@@ -202,9 +248,11 @@ int runJob(const RunOptions& options) {
       std::max(1, static_cast<int>(std::ceil(std::min(options.start_timeout_seconds, 3600.0))));
 
   std::map<std::string, std::string> seen_as;
+  std::map<std::string, CpuTopology> topologies;  // remote hosts, from the ssh probe
   StoreAddresses addresses;
   try {
-    if (!remote_hosts.empty() && !checkRemoteHosts(remote_hosts, ssh, signals, &seen_as)) {
+    if (!remote_hosts.empty() &&
+        !checkRemoteHosts(remote_hosts, ssh, signals, &seen_as, &topologies)) {
       return kExitUnreachable;
     }
     addresses = chooseStoreAddresses(hosts, is_local, seen_as, options.network_interface);
@@ -230,6 +278,7 @@ int runJob(const RunOptions& options) {
 
   std::string directory = currentDirectory();
   std::vector<std::string> launcher_environment = currentEnvironment();
+  const CpuTopology local_topology = localCpuTopology();
   std::vector<WorkerLaunch> launches;
   for (const RankPlacement& placement : placements) {
     bool local = is_local[placement.host];
@@ -240,23 +289,40 @@ int runJob(const RunOptions& options) {
         addresses.per_host[placement.host] + ":" + std::to_string(store_port);
     EnvList variables = workerVariables(placement, hostname, store_address, job);
 
+    const CpuTopology& topology = local ? local_topology : topologies[placement.host];
+    std::string binding_warning;
+    std::vector<int> cpus = cpusForRank(bind_to, placement.local_rank, placement.local_size,
+                                        topology, &binding_warning);
+    if (!binding_warning.empty() && placement.local_rank == 0) {
+      report("--bind-to ", bindToName(bind_to), " on ", placement.host, ": ", binding_warning);
+    }
+    if (options.report_bindings) {
+      report("rank ", placement.rank, " on ", placement.host, ": ",
+             cpus.empty()
+                 ? std::string("not bound")
+                 : "bound to CPUs " + formatCpuList(cpus) + " (--bind-to " +
+                       bindToName(bind_to == BindTo::kAuto ? BindTo::kCore : bind_to) + ")");
+    }
+
     WorkerLaunch launch;
     launch.placement = placement;
     launch.remote = !local;
     if (local) {
-      launch.request = {options.command, mergeEnvironment(environ, variables), false};
+      launch.request = {options.command, mergeEnvironment(environ, variables), false, cpus};
     } else {
       EnvList remote_variables = forwardedSettings(environ, variables);
       remote_variables.insert(remote_variables.end(), variables.begin(), variables.end());
-      launch.request = {sshArgv(ssh, placement.host,
-                                remoteWorkerCommand(directory, remote_variables, options.command)),
-                        launcher_environment, true};
+      launch.request = {
+          sshArgv(ssh, placement.host,
+                  remoteWorkerCommand(directory, remote_variables, options.command, cpus)),
+          launcher_environment, true};
       launch.stdin_data = remoteStdinPreamble(job.secret);
     }
     if (options.verbose) {
       report("rank ", placement.rank, " on ", placement.host, local ? " (local)" : " (ssh)",
              ": local rank ", placement.local_rank, "/", placement.local_size, ", cross rank ",
-             placement.cross_rank, "/", placement.cross_size, ", store ", store_address);
+             placement.cross_rank, "/", placement.cross_size, ", store ", store_address,
+             cpus.empty() ? std::string(", not bound") : ", CPUs " + formatCpuList(cpus));
     }
     launches.push_back(std::move(launch));
   }

@@ -20,6 +20,8 @@ struct RunOptions {
   std::string output_directory;  // --output-filename
   bool prefix_timestamp = false;
   bool verbose = false;
+  std::string bind_to = "auto";  // --bind-to: core, socket, none, auto (cpu_binding.h)
+  bool report_bindings = false;  // --report-bindings: one line per rank
   double start_timeout_seconds = 30;      // for the launcher's own checks (ssh)
   double grace_seconds = 5;               // SIGTERM to SIGKILL when stopping workers
   std::vector<std::string> env_requests;  // -x NAME or -x NAME=value

@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "launcher/cpu_binding.h"
 #include "launcher/process_group.h"
 #include "ronde/errors.h"
 
@@ -85,10 +86,13 @@ std::vector<std::string> sshArgv(const SshOptions& options, const std::string& h
 }
 
 std::string remoteWorkerCommand(const std::string& directory, const EnvList& env,
-                                const std::vector<std::string>& command) {
+                                const std::vector<std::string>& command,
+                                const std::vector<int>& cpus) {
   std::ostringstream out;
   out << "cd " << shellQuote(directory) << " && exec sh -c " << shellQuote(kRemoteWrapper)
-      << " ronde-worker env";
+      << " ronde-worker";
+  if (!cpus.empty()) out << " taskset -c " << formatCpuList(cpus);
+  out << " env";
   for (const auto& [name, value] : env) {
     if (name == "RONDE_SECRET") continue;
     out << ' ' << shellQuote(name + "=" + value);
@@ -115,7 +119,9 @@ std::vector<SshProbeResult> probeHosts(const std::vector<std::string>& hosts,
   for (const std::string& host : hosts) {
     Probe probe;
     probe.result.host = host;
-    SpawnRequest request{sshArgv(options, host, "echo \"$SSH_CONNECTION\""), environment, false};
+    SpawnRequest request{
+        sshArgv(options, host, std::string("echo \"$SSH_CONNECTION\"; ") + cpuTopologyCommand()),
+        environment, false};
     probe.child = std::make_unique<ChildProcess>(ChildProcess::spawn(request));
     probe.out = probe.child->takeStdout();
     probe.err = probe.child->takeStderr();
@@ -179,8 +185,9 @@ std::vector<SshProbeResult> probeHosts(const std::vector<std::string>& hosts,
       }
     } else {
       result.reachable = true;
-      std::istringstream words(probe.out_text);
+      std::istringstream words(probe.out_text.substr(0, probe.out_text.find('\n')));
       words >> result.client_address;
+      result.topology = probe.out_text;
     }
     results.push_back(result);
   }

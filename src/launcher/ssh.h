@@ -32,9 +32,11 @@ std::vector<std::string> sshArgv(const SshOptions& options, const std::string& h
 
 // The remote command line for one worker: cd to `directory`, then run the wrapper described
 // above with `env` set and `command` as the worker. RONDE_SECRET in `env` is left out: the
-// caller writes remoteStdinPreamble() to ssh's stdin instead.
+// caller writes remoteStdinPreamble() to ssh's stdin instead. Non-empty `cpus` bind the
+// worker there with taskset.
 std::string remoteWorkerCommand(const std::string& directory, const EnvList& env,
-                                const std::vector<std::string>& command);
+                                const std::vector<std::string>& command,
+                                const std::vector<int>& cpus = {});
 std::string remoteStdinPreamble(const std::string& secret);
 
 struct SshProbeResult {
@@ -42,6 +44,7 @@ struct SshProbeResult {
   bool reachable = false;
   std::string error;           // ssh's own words when not reachable
   std::string client_address;  // this machine's address as the host saw it ($SSH_CONNECTION)
+  std::string topology;        // the host's CPUs, as cpuTopologyCommand() prints them
 };
 
 // Runs `ssh host` on every host at once and waits for all (at most the connect timeout plus

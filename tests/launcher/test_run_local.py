@@ -213,6 +213,18 @@ BAD_INPUT = [
      "give -H or --hostfile, not both"),
     (["-np", "1", "-x", "RONDE_TEST_SURELY_UNSET", "touch", "{marker}"],
      "-x RONDE_TEST_SURELY_UNSET: RONDE_TEST_SURELY_UNSET is not set here"),
+    # Settings are checked by the launcher, not 1-3 s later inside every worker.
+    (["-np", "2", "-x", "RONDE_TCP_CHUNK_BYTES=0", "touch", "{marker}"],
+     "ronde run: RONDE_TCP_CHUNK_BYTES='0' is not an integer number of bytes >= 4096"),
+    (["-np", "2", "-x", "HOROVOD_FUSION_THRESHOLD=lots", "touch", "{marker}"],
+     "ronde run: HOROVOD_FUSION_THRESHOLD='lots' is not an integer number of bytes"),
+    (["-np", "2", "-x", "RONDE_TRANSPORT=pigeon", "touch", "{marker}"],
+     "RONDE_TRANSPORT='pigeon' is not a transport"),
+    (["-np", "2", "--cycle-time-ms", "-1", "touch", "{marker}"],
+     "--cycle-time-ms: must be at least 0, not -1"),
+    (["-np", "2", "--start-timeout", "0", "touch", "{marker}"],
+     "--start-timeout: must be more than 0, not 0"),
+    (["-np", "2", "--bind-to", "elbow", "touch", "{marker}"], "--bind-to"),
 ]
 
 
@@ -223,9 +235,87 @@ def test_bad_input_is_reported_before_anything_starts(tmp_path, args, message):
     if message is None:
         assert result.returncode == 0 and marker.exists()
         return
-    assert result.returncode != 0
+    assert result.returncode == 2, result.stderr
     assert message in result.stderr
+    assert "e+308" not in result.stderr  # ranges say their bound, not DBL_MAX
     assert not marker.exists()
+
+
+def test_settings_in_the_launchers_environment_are_checked_too(tmp_path):
+    marker = tmp_path / "started"
+    env = dict(os.environ, RONDE_SHM_CHUNK_BYTES="12x")
+    result = run(["run", "-np", "2", "touch", str(marker)], env=env)
+    assert result.returncode == 2
+    assert "RONDE_SHM_CHUNK_BYTES='12x'" in result.stderr
+    assert not marker.exists()
+
+
+def cpus_allowed(text):
+    """{rank: set of CPUs} from workers that printed their Cpus_allowed_list."""
+    found = {}
+    for rank, lines in rank_lines(text).items():
+        listed = lines[0].split(":", 1)[1].strip()
+        cpus = set()
+        for part in listed.split(","):
+            first, _, last = part.partition("-")
+            cpus.update(range(int(first), int(last or first) + 1))
+        found[rank] = cpus
+    return found
+
+
+def usable_cpus():
+    return sorted(os.sched_getaffinity(0))
+
+
+def usable_cores():
+    """Distinct (socket, core) pairs among the usable CPUs: hyperthreads share a core."""
+    cores = set()
+    for cpu in usable_cpus():
+        topology = "/sys/devices/system/cpu/cpu%d/topology/" % cpu
+        try:
+            with open(topology + "physical_package_id") as a, open(topology + "core_id") as b:
+                cores.add((a.read().strip(), b.read().strip()))
+        except OSError:
+            cores.add(("0", str(-cpu)))
+    return len(cores)
+
+
+PROBE_BINDING = ["grep", "Cpus_allowed_list", "/proc/self/status"]
+
+
+def test_ranks_that_fit_get_a_core_each_by_default():
+    ranks = min(2, usable_cores())
+    result = run(["run", "-np", str(ranks), "--report-bindings"] + PROBE_BINDING)
+    assert result.returncode == 0, result.stderr
+    bound = cpus_allowed(result.stdout)
+    if ranks > 1:
+        assert all(len(bound[r]) >= 1 for r in range(ranks))
+        assert not (bound[0] & bound[1]), bound  # distinct cores
+    for r in range(ranks):
+        assert "rank %d on localhost: bound to CPUs" % r in result.stderr
+
+
+def test_oversubscribed_ranks_float_and_bind_to_none_binds_nothing():
+    cpus = set(usable_cpus())
+    over = usable_cores() + 1
+    result = run(["run", "-np", str(over), "--report-bindings"] + PROBE_BINDING)
+    assert result.returncode == 0, result.stderr
+    assert all(found == cpus for found in cpus_allowed(result.stdout).values())
+    assert "not bound" in result.stderr
+    result = run(["run", "-np", "1", "--bind-to", "none"] + PROBE_BINDING)
+    assert cpus_allowed(result.stdout)[0] == cpus
+
+
+def test_bind_to_core_and_socket_when_asked():
+    cpus = set(usable_cpus())
+    result = run(["run", "-np", str(usable_cores() + 1), "--bind-to", "core"] + PROBE_BINDING)
+    assert result.returncode == 0, result.stderr
+    bound = cpus_allowed(result.stdout)
+    assert all(found < cpus or usable_cores() == 1 for found in bound.values())
+    assert "some ranks share a core" in result.stderr
+    result = run(["run", "-np", "1", "--bind-to", "socket"] + PROBE_BINDING)
+    assert result.returncode == 0, result.stderr
+    assert cpus_allowed(result.stdout)[0] <= cpus
 
 
 def test_hostfile_places_ranks(tmp_path):
@@ -241,8 +331,20 @@ def test_check_build_lists_components():
     result = run(["check-build"], timeout=30)
     assert result.returncode == 0, result.stderr
     for word in ("ronde 0.", "Transports", "shm", "tcp", "Backends", "MPI", "Frontends",
-                 "PyTorch"):
+                 "Python frontends", "Python 3."):
         assert word in result.stdout
+
+
+def test_check_build_reports_the_frameworks_of_a_python():
+    python = os.environ.get("RONDE_TEST_PYTHON")
+    if not python:
+        pytest.skip("RONDE_TEST_PYTHON is not set")
+    result = run(["check-build", "--python", python], timeout=30)
+    assert result.returncode == 0, result.stderr
+    version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+    assert "[X] PyTorch (torch %s, ronde frontend)" % version in result.stdout, result.stdout
+    assert "[X] Python 3." in result.stdout and python in result.stdout
 
 
 def test_check_build_settings():
