@@ -131,5 +131,39 @@ TEST(RuntimeTimeline, StartedAndStoppedAtRunTimeAndReadableAfterADeath) {
   std::remove(cut.c_str());
 }
 
+// Horovod's HOROVOD_TIMELINE=DYNAMIC: nothing is written at init (no file named DYNAMIC),
+// and start_timeline() then writes where it is told.
+TEST(RuntimeTimeline, DynamicMeansStartedLaterNotAFileNamedDynamic) {
+  RankSpec spec;
+  spec.size = 2;
+  char directory_template[] = "/tmp/ronde-timeline-dynamic-XXXXXX";
+  REQUIRE(::mkdtemp(directory_template) != nullptr, "mkdtemp");
+  const std::string directory = directory_template;
+  const std::string path = directory + "/later.json";
+  Settings settings = runtimeTestSettings();
+  settings.timeline_path = kDynamicTimeline;
+  // The ranks start in `directory`, where a timeline file named after the setting would land.
+  char previous[4096];
+  REQUIRE(::getcwd(previous, sizeof(previous)) != nullptr && ::chdir(directory.c_str()) == 0,
+          "chdir");
+  runRuntimeRanks(spec, settings, [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+    runSteps(*rt, 1, "before.");
+    rt->startTimeline(path, false);
+    runSteps(*rt, 1, "during.");
+    rt->shutdown();
+    if (ctx.rank != 0) return;
+    REQUIRE(::access((directory + "/DYNAMIC").c_str(), F_OK) != 0, "no file named DYNAMIC");
+    json events = json::parse(readFile(path));
+    bool during = false;
+    for (const json& e : events) {
+      during |= e["ph"] == "M" && e["args"]["name"] == "during.0";
+    }
+    REQUIRE(during, "start_timeline() wrote the timeline");
+  });
+  REQUIRE(::chdir(previous) == 0, "chdir back");
+  std::remove(path.c_str());
+  ::rmdir(directory.c_str());
+}
+
 }  // namespace
 }  // namespace ronde::testing

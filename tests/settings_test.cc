@@ -128,6 +128,8 @@ TEST(SettingsTest, MalformedValuesNameTheVariableRead) {
       {{"RONDE_START_TIMEOUT", "soon"}},
       {{"RONDE_CYCLE_TIME", "nan"}},
       {{"RONDE_SHM_CHUNK_BYTES", "-4096"}},
+      {{"RONDE_TCP_CHUNK_BYTES", "0"}},  // a 0-byte chunk was accepted and crawled 90x
+      {{"HOROVOD_SHM_CHUNK_BYTES", "4095"}},
       {{"RONDE_HIERARCHICAL_ALLREDUCE", "maybe"}},
       {{"HOROVOD_AUTOTUNE", "2"}},
       {{"RONDE_TRANSPORT", "rdma"}},
@@ -140,6 +142,13 @@ TEST(SettingsTest, MalformedValuesNameTheVariableRead) {
     EXPECT_EQ(message.rfind(variable + "='" + env.begin()->second + "' is not ", 0), 0u)
         << variable << ": '" << message << "'";
   }
+}
+
+TEST(SettingsTest, ChunkSizesHaveAFloor) {
+  EXPECT_EQ(configError({{"RONDE_TCP_CHUNK_BYTES", "0"}}),
+            "RONDE_TCP_CHUNK_BYTES='0' is not an integer number of bytes >= 4096");
+  EXPECT_EQ(read({{"RONDE_TCP_CHUNK_BYTES", "4096"}}).tcp_chunk_bytes, 4096);
+  EXPECT_EQ(read({{"RONDE_SHM_CHUNK_BYTES", "65536"}}).shm_chunk_bytes, 65536);
 }
 
 TEST(SettingsTest, DocumentationListsEveryFieldOnce) {

@@ -69,4 +69,8 @@ struct Settings {
 
 const char* transportKindName(TransportKind kind);
 
+// RONDE_TIMELINE's value that writes no file at init: start_timeline() starts it later
+// (Horovod's HOROVOD_TIMELINE=DYNAMIC).
+inline constexpr const char* kDynamicTimeline = "DYNAMIC";
+
 }  // namespace ronde

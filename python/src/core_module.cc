@@ -119,6 +119,7 @@ auto withRuntime(Fn fn) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "ronde's runtime for Python frontends (framework-free).";
+  m.attr("__version__") = RONDE_VERSION;
   registerErrors(m);
 
   py::class_<Tensor, std::shared_ptr<Tensor>>(m, "Tensor");
@@ -183,6 +184,9 @@ PYBIND11_MODULE(_core, m) {
     }
     releaseDeferredObjects();
   });
+  // Horovod shuts down at interpreter exit: a script that ends without hvd.shutdown() then
+  // stops in step with its peers, which see an orderly stop rather than a dead rank.
+  py::module_::import("atexit").attr("register")(m.attr("shutdown"));
   m.def("is_initialized", [] { return slot().initialized(); });
   m.def("rank", [] { return withRuntime([](Runtime& r) { return r.rank(); }); });
   m.def("size", [] { return withRuntime([](Runtime& r) { return r.size(); }); });

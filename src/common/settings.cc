@@ -26,11 +26,13 @@ struct Field {
   Member member;
   const char* expected;  // numbers: what a valid value is, as error messages say it
   const char* help;
+  int64_t minimum = 0;  // numbers: the least valid value (a 0-byte chunk would crawl)
 };
 
 constexpr const char* kRank = "a rank (an integer >= 0)";
 constexpr const char* kCount = "an integer count >= 0";
 constexpr const char* kBytes = "an integer number of bytes";
+constexpr const char* kChunkBytes = "an integer number of bytes >= 4096";
 constexpr const char* kSeconds = "a number of seconds >= 0";
 constexpr const char* kMilliseconds = "a number of milliseconds >= 0";
 
@@ -62,9 +64,10 @@ const Field kFields[] = {
      "Least severe message logged: trace, debug, info, warning, error or fatal."},
     {"SMALL_ALLREDUCE_BYTES", &Settings::small_allreduce_bytes, kBytes,
      "Allreduces of at most this many bytes use the latency-optimal algorithm."},
-    {"SHM_CHUNK_BYTES", &Settings::shm_chunk_bytes, kBytes,
-     "Per-rank pipeline chunk in shared memory."},
-    {"TCP_CHUNK_BYTES", &Settings::tcp_chunk_bytes, kBytes, "Pipeline chunk on TCP links."},
+    {"SHM_CHUNK_BYTES", &Settings::shm_chunk_bytes, kChunkBytes,
+     "Per-rank pipeline chunk in shared memory.", 4096},
+    {"TCP_CHUNK_BYTES", &Settings::tcp_chunk_bytes, kChunkBytes, "Pipeline chunk on TCP links.",
+     4096},
     {"HIERARCHICAL_ALLREDUCE", &Settings::hierarchical_allreduce, nullptr,
      "Across hosts, reduce in shared memory within each host and ring across hosts."},
     {"FUSION_THRESHOLD", &Settings::fusion_threshold_bytes, kBytes,
@@ -74,7 +77,8 @@ const Field kFields[] = {
     {"CACHE_CAPACITY", &Settings::cache_capacity, kCount,
      "Number of tensor descriptions remembered so repeated collectives skip negotiation."},
     {"TIMELINE", &Settings::timeline_path, nullptr,
-     "Path of a Chrome-trace timeline file to write (empty: no timeline)."},
+     "Path of a Chrome-trace timeline file to write from init (empty: no timeline; DYNAMIC: "
+     "none until start_timeline() is called, as in Horovod)."},
     {"TIMELINE_MARK_CYCLES", &Settings::timeline_mark_cycles, nullptr,
      "Mark each negotiation cycle in the timeline."},
     {"STALL_CHECK_TIME_SECONDS", &Settings::stall_check_seconds, kSeconds,
@@ -112,11 +116,12 @@ struct Source {
 }
 
 template <class Int>
-Int parseInteger(const Source& source, const char* expected) {
+Int parseInteger(const Source& source, const char* expected, int64_t minimum) {
   const std::string text = trim(source.value);
   Int parsed{};
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-  if (error != std::errc() || end != text.data() + text.size() || parsed < 0) {
+  if (error != std::errc() || end != text.data() + text.size() ||
+      static_cast<int64_t>(parsed) < minimum) {
     malformed(source, expected);
   }
   return parsed;
@@ -175,7 +180,7 @@ void apply(const Field& field, const Source& source, Settings& settings) {
         using Value = std::remove_reference_t<decltype(settings.*member)>;
         Value& target = settings.*member;
         if constexpr (std::is_same_v<Value, int> || std::is_same_v<Value, int64_t>) {
-          target = parseInteger<Value>(source, field.expected);
+          target = parseInteger<Value>(source, field.expected, field.minimum);
         } else if constexpr (std::is_same_v<Value, double>) {
           target = parseReal(source, field.expected);
         } else if constexpr (std::is_same_v<Value, bool>) {

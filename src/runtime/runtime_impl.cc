@@ -52,7 +52,8 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
                     settings.cache_capacity);
   }
   registerInitialProcessSets(process_sets);
-  if (!settings.timeline_path.empty())
+  // Horovod's HOROVOD_TIMELINE=DYNAMIC: a timeline that start_timeline() starts later.
+  if (!settings.timeline_path.empty() && settings.timeline_path != kDynamicTimeline)
     startTimeline(settings.timeline_path, settings.timeline_mark_cycles);
   thread_ = std::thread([this] { backgroundLoop(); });
 }
