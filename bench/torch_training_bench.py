@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
-"""Training throughput (samples/s) on synthetic data, 2 ranks on one host:
-ronde's DistributedOptimizer vs torch DistributedDataParallel (gloo) vs one process using
-every core.
+"""Training throughput (samples/s) on synthetic data, 2 ranks on one host, side by side:
+ronde's DistributedOptimizer, torch DistributedDataParallel (gloo, same torch), Horovod
+0.28.1 (MPI, when --horovod is given), and one rank without any communication.
 
-    /usr/bin/python3 bench/torch_training_bench.py [--ronde build/src/launcher/ronde]
+    .venv/bin/python bench/torch_training_bench.py                     # torch 2.13: ronde, DDP
+    .venv-horovod/bin/python bench/torch_training_bench.py --horovod   # torch 1.13: + Horovod
 
-Models: an MLP 784-512-512-10 and a small CNN (2 conv + 2 fc on 1x28x28), batch 64 per rank.
-Each configuration runs in fresh processes; the driver prints one table (and --json lines).
+Scaling efficiency = 2-rank throughput / (2 x one rank with no communication, one thread,
+the same batch per rank), both measured in the same run. Every configuration runs in fresh
+processes, bound one core per rank (ronde run's and mpirun's default when ranks fit); rounds
+interleave the configurations and the table shows medians over rounds, ratios as the median
+of per-round ratios. Models: an MLP 784-512-512-10 and a small CNN, batch 64 per rank.
 """
 
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import time
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def build_model(kind):
@@ -44,18 +48,30 @@ def timed_steps(model, optimizer, batch, steps, warmup):
     return time.perf_counter() - began
 
 
+def resident_mib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
 def worker(args):
-    """One rank (or the single process): runs the steps, prints a JSON line on rank 0."""
+    """One rank: runs the steps, prints a JSON line on rank 0 (the slowest rank's time)."""
     import torch
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(1)
     torch.manual_seed(0)
     model = build_model(args.model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    ranks, rank = 1, 0
-    if args.mode == "ronde":
-        import ronde.torch as hvd
+    ranks, rank, gather = 1, 0, lambda value: [value]
+    if args.mode in ("ronde", "horovod"):
+        # The same script for both: only the import differs, as for a user switching.
+        if args.mode == "ronde":
+            import ronde.torch as hvd
+        else:
+            import horovod.torch as hvd
         hvd.init()
-        ranks, rank = hvd.size(), hvd.rank()
+        ranks, rank, gather = hvd.size(), hvd.rank(), hvd.allgather_object
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     elif args.mode == "ddp":
@@ -67,74 +83,93 @@ def worker(args):
         ranks, rank = dist.get_world_size(), dist.get_rank()
         model = torch.nn.parallel.DistributedDataParallel(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+        def gather(value):
+            values = [None] * ranks
+            dist.all_gather_object(values, value)
+            return values
     seconds = timed_steps(model, optimizer, args.batch, args.steps, args.warmup)
-    if args.mode == "ronde":
-        seconds = max(hvd.allgather_object(seconds))
-        hvd.shutdown()
-    elif args.mode == "ddp":
-        times = [None] * ranks
-        dist.all_gather_object(times, seconds)
-        seconds = max(times)
+    seconds = max(gather(seconds))
+    memory = max(gather(resident_mib()))
     if rank == 0:
         print("RESULT " + json.dumps({
-            "mode": args.mode, "model": args.model, "ranks": ranks, "batch_per_rank": args.batch,
-            "steps": args.steps, "seconds": seconds,
+            "mode": args.mode, "model": args.model, "ranks": ranks, "seconds": seconds,
             "samples_per_s": ranks * args.batch * args.steps / seconds,
-            "ms_per_step": 1000 * seconds / args.steps}), flush=True)
-    if args.mode == "ddp":
-        # gloo's teardown can leave a rank waiting for a peer that already left.
-        sys.stdout.flush()
-        os._exit(0)
+            "rss_mib": memory, "torch": torch.__version__}), flush=True)
+    sys.stdout.flush()
+    os._exit(0)  # gloo's and MPI's teardown are not what is measured
 
 
-def run(command, env_extra):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=env_extra.pop("OPENBLAS_NUM_THREADS", "1"))
-    env.update(env_extra)
-    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+def launch_command(args, mode, model):
+    me = [args.python, os.path.abspath(__file__), "--worker", "--mode", mode, "--model", model,
+          "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch)]
+    if mode == "horovod":
+        return ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core",
+                "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"] + me
+    ranks = "1" if mode == "local" else "2"
+    return [args.ronde, "run", "-np", ranks, "--bind-to", "core"] + me
+
+
+def run_one(args, mode, model):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run(launch_command(args, mode, model), env=env, capture_output=True,
+                         text=True, timeout=900)
     for line in out.stdout.splitlines():
         if "RESULT " in line:  # `ronde run` prefixes each line with the rank
             return json.loads(line.split("RESULT ", 1)[1])
-    raise RuntimeError("%s failed:\n%s\n%s" % (" ".join(command), out.stdout, out.stderr))
+    raise RuntimeError("%s %s failed:\n%s\n%s" % (mode, model, out.stdout, out.stderr))
 
 
 def drive(args):
-    me = [sys.executable, os.path.abspath(__file__), "--worker"]
-    cores = os.cpu_count() or 2
-    results = []
+    modes = ["local", "ronde", "ddp"] + (["horovod"] if args.horovod else [])
+    samples = {}  # (model, mode) -> [result per round]
+    for round_index in range(args.rounds):
+        for model in args.models:
+            for mode in modes:
+                samples.setdefault((model, mode), []).append(run_one(args, mode, model))
+        print("round %d/%d done" % (round_index + 1, args.rounds), file=sys.stderr, flush=True)
+
+    torch_version = samples[(args.models[0], "local")][0]["torch"]
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print("torch %s, %d rounds (medians), batch %d per rank, %d steps; load average at end: %s"
+          % (torch_version, args.rounds, args.batch, args.steps, load))
+    print("%-5s %-8s %12s %9s %11s" % ("model", "mode", "samples/s", "RSS MiB", "efficiency"))
+    summary = {}
     for model in args.models:
-        common = ["--model", model, "--steps", str(args.steps), "--warmup", str(args.warmup)]
-        results.append(run(me + common + ["--mode", "single", "--batch", str(64 * 2),
-                                          "--threads", str(cores)],
-                           {"OPENBLAS_NUM_THREADS": str(cores)}))
-        results.append(run([args.ronde, "run", "-np", "2"] + me + common +
-                           ["--mode", "ronde", "--batch", "64", "--threads", "1"], {}))
-        results.append(run([args.ronde, "run", "-np", "2"] + me + common +
-                           ["--mode", "ddp", "--batch", "64", "--threads", "1"],
-                           {"OMP_NUM_THREADS": "1"}))
-    print("%-6s %-7s %5s %12s %10s" % ("model", "mode", "ranks", "samples/s", "ms/step"))
-    for r in results:
-        print("%-6s %-7s %5d %12.0f %10.2f" % (r["model"], r["mode"], r["ranks"],
-                                               r["samples_per_s"], r["ms_per_step"]))
-        if args.json:
-            print(json.dumps(r))
-    for model in args.models:
-        by_mode = {r["mode"]: r["samples_per_s"] for r in results if r["model"] == model}
-        print("%s: ronde/DDP %.2fx, ronde/one-process %.2fx" % (
-            model, by_mode["ronde"] / by_mode["ddp"], by_mode["ronde"] / by_mode["single"]))
+        local = [r["samples_per_s"] for r in samples[(model, "local")]]
+        for mode in modes:
+            rounds = samples[(model, mode)]
+            rate = statistics.median(r["samples_per_s"] for r in rounds)
+            rss = statistics.median(r["rss_mib"] for r in rounds)
+            efficiency = ("%10.1f%%" % (100 * statistics.median(
+                r["samples_per_s"] / (2 * base) for r, base in zip(rounds, local)))
+                if mode != "local" else "%11s" % "-")
+            print("%-5s %-8s %12.0f %9.0f %s" % (model, mode, rate, rss, efficiency))
+            summary[(model, mode)] = rate
+        for peer in modes[2:]:
+            ratio = statistics.median(a["samples_per_s"] / b["samples_per_s"] for a, b in
+                                      zip(samples[(model, "ronde")], samples[(model, peer)]))
+            print("%s: ronde / %s = %.2fx" % (model, peer, ratio))
+    if args.json:
+        print(json.dumps({"%s/%s" % k: v for k, v in summary.items()}))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--mode", choices=["single", "ronde", "ddp"], default="single")
+    parser.add_argument("--mode", choices=["local", "ronde", "ddp", "horovod"], default="local")
     parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
     parser.add_argument("--models", nargs="+", default=["mlp", "cnn"])
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=64, help="per rank")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
-    parser.add_argument("--ronde", default=os.path.join(HERE, "..", "build", "src", "launcher",
-                                                        "ronde"))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--horovod", action="store_true",
+                        help="also Horovod (this python must have horovod.torch and mpirun)")
+    parser.add_argument("--python", default=sys.executable, help="the workers' interpreter")
+    parser.add_argument("--ronde", default=shutil.which("ronde", path=os.path.dirname(
+        sys.executable)) or "ronde", help="the ronde command (default: beside this python)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--port", type=int, default=29533, help="gloo rendezvous (DDP)")
     args = parser.parse_args()
