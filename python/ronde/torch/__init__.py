@@ -22,6 +22,7 @@ from ronde.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min
 from ronde.torch.optimizer import DistributedOptimizer
 from ronde.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
                                       remove_process_set)
+from ronde.torch.sparse_ops import sparse_allreduce_async
 from ronde.torch.sync_batch_norm import SyncBatchNorm
 
 size = _core.size
