@@ -123,12 +123,19 @@ def test_join_while_several_ranks_are_active():
     for _ in range(2):
         assert hvd.allgather(torch.tensor([hvd.rank()]), name="join.cached").tolist() == \
             list(range(hvd.size()))
+    active = hvd.add_process_set(list(range(1, hvd.size())))
     if hvd.rank() == 0:
         last = hvd.join()
     else:
         # Rank 0 contributes zeros to allreduces until everyone has joined.
         out = hvd.allreduce(torch.ones(2), op=hvd.Sum, name="join.active")
         assert out.tolist() == [hvd.size() - 1.0] * 2
+        # Collectives of a set without the joined rank run as usual.
+        got = hvd.allgather(torch.tensor([hvd.rank()]), name="join.set", process_set=active)
+        assert got.tolist() == list(range(1, hvd.size()))
+        got = hvd.broadcast(torch.tensor([hvd.rank()]), root_rank=hvd.size() - 1,
+                            name="join.set", process_set=active)
+        assert got.tolist() == [hvd.size() - 1]
         # An allgather cannot complete without rank 0: it fails instead of waiting, also
         # where the cached fast path would have waited for rank 0's bit.
         for name in ("join.fresh", "join.cached"):
@@ -139,3 +146,4 @@ def test_join_while_several_ranks_are_active():
         last = hvd.join()
     everyone = hvd.allgather(torch.tensor([last]), name="join.last").tolist()
     assert everyone == [everyone[0]] * hvd.size() and everyone[0] != 0
+    hvd.remove_process_set(active)
