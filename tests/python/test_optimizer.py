@@ -284,3 +284,23 @@ def test_broadcast_optimizer_state_creates_missing_state():
             assert float(state["step"]) == 1.0
             assert torch.equal(state["exp_avg"], torch.zeros_like(p))
             assert torch.equal(p, q)  # a step on zero gradients moves no Adam parameter
+
+
+def test_broadcast_optimizer_state_to_fresh_distributed_optimizers_only():
+    # Root's optimizer has state, the others' are fresh DistributedOptimizers: creating their
+    # state must step only the wrapped optimizer (no allreduce that root would never join).
+    model = make_model()
+    opt = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.01),
+                                   named_parameters=model.named_parameters())
+    x, y = global_batch(8)
+    F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
+    opt.step()
+    root = 0
+    if hvd.rank() != root:
+        opt = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.01),
+                                       named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=root)
+    averages = torch.cat([opt.state[p]["exp_avg"].reshape(-1) for p in model.parameters()])
+    assert averages.abs().sum() > 0  # root's first moments, not the zeros of a fresh state
+    everyone = hvd.allgather(averages.unsqueeze(0), name="fresh.exp_avg")
+    assert all(torch.equal(everyone[0], row) for row in everyone)
