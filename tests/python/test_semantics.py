@@ -45,6 +45,19 @@ def test_broadcast_root_is_a_global_rank_in_a_process_set(upper_set):
     assert got == {"from": root}
 
 
+def test_broadcast_gradient_in_a_process_set_goes_to_the_global_root(upper_set):
+    if not upper_set.included():
+        return
+    root = hvd.size() - 1
+    x = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    w = torch.arange(3, dtype=torch.float64) + hvd.rank()
+    (hvd.broadcast(x, root_rank=root, process_set=upper_set) * w).sum().backward()
+    # Horovod: the root gets the members' average gradient, the other members zeros.
+    members_w = hvd.allgather(w.unsqueeze(0), process_set=upper_set)
+    expected = members_w.mean(0) if hvd.rank() == root else torch.zeros(3, dtype=torch.float64)
+    assert torch.allclose(x.grad, expected)
+
+
 def test_broadcast_root_outside_the_set_is_value_error_on_every_rank(upper_set):
     if not upper_set.included():
         return
