@@ -113,6 +113,41 @@ TEST(RuntimeKinds, JoinedRanksContributeZerosAndJoinReturnsTheLastRank) {
       });
 }
 
+TEST(RuntimeKinds, CachedAllgatherFailsWhileARankHasJoined) {
+  RankSpec spec;
+  spec.size = 3;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        auto gather = [&] {
+          Request g;
+          g.kind = RequestKind::kAllgather;
+          g.name = "g";
+          g.input = filledFloats(2, static_cast<float>(ctx.rank));
+          return rt->enqueue(g);
+        };
+        for (int round = 0; round < 2; ++round) gather()->wait(std::chrono::seconds(30));
+        Request j;
+        j.kind = RequestKind::kJoin;
+        if (ctx.rank == 0) {
+          rt->enqueue(j)->wait(std::chrono::seconds(30));
+          return;
+        }
+        // Rank 0 has joined and will never set the cached allgather's bit: the request must
+        // fail through negotiation (the stall inspector is off here), not wait.
+        auto t = filledFloats(3, 1.0f);
+        rt->enqueue(allreduceOf("active", t))->wait(std::chrono::seconds(30));
+        REQUIRE(t->as<float>()[0] == 2.0f, "allreduce among the active ranks");
+        std::string error;
+        try {
+          gather()->wait(std::chrono::seconds(30));
+        } catch (const Error& e) {
+          error = e.what();
+        }
+        REQUIRE(error.find("joined") != std::string::npos, "cached allgather: '" << error << "'");
+        rt->enqueue(j)->wait(std::chrono::seconds(30));
+      });
+}
+
 TEST(RuntimeKinds, ProcessSetsRunOnTheirMembersOnly) {
   RankSpec spec;
   spec.size = 4;

@@ -142,6 +142,12 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
                       " but no rendezvous: set RONDE_STORE_ADDRESS or RONDE_STORE_DIRECTORY, "
                       "or start the job with `ronde run`, mpirun or srun");
     }
+    // Each init of a rank is the next generation of the job (shutdown then init, as Horovod's
+    // tests do): its keys live under gen/<n>/, counted per rank in the store itself, so no
+    // host record, port, shm segment name or abort reason of an earlier init is read.
+    int64_t generation = options.store->add("generation/rank" + std::to_string(s.rank), 1);
+    options.store =
+        std::make_shared<PrefixStore>(options.store, "gen/" + std::to_string(generation));
   }
   auto comm = std::make_unique<NativeCommunicator>(options);
   if (!port_file.empty() && s.rank == 0) {

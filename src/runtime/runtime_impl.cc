@@ -356,11 +356,16 @@ bool RuntimeImpl::runCycle() {
     timeline_->marker("CYCLE " + std::to_string(cycle_), now);
   drainIncoming();
   // Requests waiting on the cached path go the full way when another rank announced the same
-  // name in full (a changed signature), or when they waited long enough for the stall
-  // inspector to need to see them.
+  // name in full (a changed signature), when they waited long enough for the stall
+  // inspector to need to see them, or when a joined rank will never set their bit (only
+  // allreduce runs without joined ranks; negotiation fails the others at once).
   auto patience = stall_inspector_.cachedPatience();
+  const bool someone_joined = table_.anyJoined();
   for (auto& [key, r] : pending_) {
-    if (r.cache_slot >= 0 && (table_.contains(key) || now - r.enqueued > patience)) {
+    const bool needs_joined_rank =
+        someone_joined && r.descriptor.kind != static_cast<uint8_t>(RequestKind::kAllreduce);
+    if (r.cache_slot >= 0 &&
+        (table_.contains(key) || needs_joined_rank || now - r.enqueued > patience)) {
       r.cache_slot = -1;
       to_announce_.push_back(key);
     }

@@ -24,6 +24,8 @@ def runtime():
 @pytest.fixture(autouse=True)
 def aligned():
     # A failed assertion on one rank must not leave the others inside a collective of the
-    # next test: meet before each test.
+    # next test: meet before each test. Horovod-style tests shut the runtime down at their
+    # end; the next test finds it initialized again.
+    hvd.init()
     hvd.barrier()
     yield

@@ -1,8 +1,8 @@
 """Gradients through collectives, checked against finite differences of the global loss.
 
-The global loss is the sum over ranks of each rank's (output * w_rank).sum(). allreduce and
-alltoall give the gradient of that sum; allgather and broadcast, as in Horovod, give the
-gradient of the mean over ranks.
+The global loss is the sum over ranks of each rank's (output * w_rank).sum(). allreduce,
+alltoall and reducescatter give the gradient of that sum; allgather and broadcast, as in
+Horovod, give the gradient of the mean over ranks.
 """
 
 import torch
@@ -71,3 +71,28 @@ def test_alltoall_gradient():
     splits = [1] * hvd.size()
     x = torch.randn(hvd.size(), 2)
     check_gradient(lambda x: hvd.alltoall(x, splits=splits)[0], x, 1.0)
+
+
+def test_reducescatter_sum_gradient():
+    # Each rank's input reaches every rank's share: the gradient is the allgather of theirs.
+    x = torch.randn(2 * hvd.size() + 1, 2)
+    check_gradient(lambda x: hvd.reducescatter(x, op=hvd.Sum), x, 1.0)
+
+
+def test_reducescatter_average_gradient_with_scaling():
+    x = torch.randn(hvd.size(), 3)
+    check_gradient(lambda x: hvd.reducescatter(x * x, op=hvd.Average, prescale_factor=0.5,
+                                               postscale_factor=3.0), x, 1.0)
+
+
+def test_grouped_reducescatter_gradient():
+    x = torch.randn(hvd.size() + 1, 2)
+    check_gradient(lambda x: torch.cat([o.reshape(-1) for o in hvd.grouped_reducescatter(
+        [x, 2 * x[:hvd.size()]], op=hvd.Sum)]), x, 1.0)
+
+
+def test_grouped_allgather_gradient():
+    # As allgather: Horovod's gradient is that of the mean over ranks.
+    x = torch.randn(hvd.rank() + 1, 2)
+    check_gradient(lambda x: torch.cat([o.reshape(-1) for o in hvd.grouped_allgather(
+        [x, x[:1] * 3])]), x, 1.0 / hvd.size())

@@ -202,3 +202,105 @@ def test_join_with_uneven_batches():
         out = hvd.allreduce(torch.ones(2), op=hvd.Sum, name="uneven.%d" % step)
         assert out.tolist() == [float(hvd.size() - step)] * 2
     assert hvd.join() == hvd.size() - 1
+
+
+def local_gradients(model, x, y):
+    """This rank's own gradients of the loss on its slice, without any collective."""
+    reference = copy.deepcopy(model)
+    F.mse_loss(reference(my_slice(x)), my_slice(y)).backward()
+    return [p.grad.clone() for p in reference.parameters()]
+
+
+def test_process_set_leaves_non_members_gradients_alone():
+    if hvd.size() < 2:
+        pytest.skip("needs two ranks")
+    members = list(range(hvd.size() - 1))  # the last rank is not a member
+    subset = hvd.add_process_set(members)
+    try:
+        model = make_model(seed=hvd.rank())
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                       named_parameters=model.named_parameters(),
+                                       process_set=subset)
+        x, y = global_batch(7)
+        mine = local_gradients(model, x, y)
+        everyone = [hvd.allgather(g.unsqueeze(0), name="local.%d" % i)
+                    for i, g in enumerate(mine)]
+        F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
+        opt.synchronize()
+        for p, g, gathered in zip(model.parameters(), mine, everyone):
+            if subset.included():
+                expected = gathered[members].mean(0)
+            else:
+                expected = g
+            assert torch.allclose(p.grad, expected, rtol=1e-12, atol=1e-12)
+        with opt.skip_synchronize():
+            opt.step()
+    finally:
+        hvd.remove_process_set(subset)
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_sparse_gradients_without_sparse_as_dense(passes):
+    torch.manual_seed(0)
+    embedding = nn.Embedding(8, 3, sparse=True).double()
+    reference = copy.deepcopy(embedding)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(embedding.parameters(), lr=0.5),
+                                   named_parameters=embedding.named_parameters(),
+                                   backward_passes_per_step=passes)
+    expected = torch.zeros(8, 3, dtype=torch.float64)
+    for micro in range(passes):
+        # Rank r looks up r + 1 rows (some shared with other ranks, one twice).
+        for r in range(hvd.size()):
+            ids = torch.tensor([(r + micro + i) % 8 for i in range(r + 1)] + [r])
+            w = torch.full((r + 2, 3), float(r + 1), dtype=torch.float64)
+            if r == hvd.rank():
+                (embedding(ids) * w).sum().backward()
+            reference.zero_grad()
+            (reference(ids) * w).sum().backward()
+            expected += reference.weight.grad.to_dense() / hvd.size()
+    assert embedding.weight.grad.is_sparse
+    before = embedding.weight.detach().clone()
+    opt.step()
+    assert embedding.weight.grad.is_sparse
+    assert torch.allclose(embedding.weight.grad.to_dense(), expected)
+    assert torch.allclose(embedding.weight, before - 0.5 * expected)
+    assert same_on_every_rank(embedding)
+
+
+def test_broadcast_optimizer_state_creates_missing_state():
+    # Fresh optimizers have no state: Horovod creates it (zero gradients, one step) and
+    # broadcasts root's, hyperparameters included.
+    model = make_model()
+    root = hvd.size() - 1
+    inner = torch.optim.Adam(model.parameters(), lr=0.01 * (hvd.rank() + 1))
+    for opt in (inner, hvd.DistributedOptimizer(
+            torch.optim.Adam(model.parameters(), lr=0.01 * (hvd.rank() + 1)),
+            named_parameters=model.named_parameters())):
+        before = [p.detach().clone() for p in model.parameters()]
+        hvd.broadcast_optimizer_state(opt, root_rank=root)
+        assert opt.param_groups[0]["lr"] == pytest.approx(0.01 * (root + 1))
+        for p, q in zip(model.parameters(), before):
+            state = opt.state[p]
+            assert float(state["step"]) == 1.0
+            assert torch.equal(state["exp_avg"], torch.zeros_like(p))
+            assert torch.equal(p, q)  # a step on zero gradients moves no Adam parameter
+
+
+def test_broadcast_optimizer_state_to_fresh_distributed_optimizers_only():
+    # Root's optimizer has state, the others' are fresh DistributedOptimizers: creating their
+    # state must step only the wrapped optimizer (no allreduce that root would never join).
+    model = make_model()
+    opt = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.01),
+                                   named_parameters=model.named_parameters())
+    x, y = global_batch(8)
+    F.mse_loss(model(my_slice(x)), my_slice(y)).backward()
+    opt.step()
+    root = 0
+    if hvd.rank() != root:
+        opt = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.01),
+                                       named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=root)
+    averages = torch.cat([opt.state[p]["exp_avg"].reshape(-1) for p in model.parameters()])
+    assert averages.abs().sum() > 0  # root's first moments, not the zeros of a fresh state
+    everyone = hvd.allgather(averages.unsqueeze(0), name="fresh.exp_avg")
+    assert all(torch.equal(everyone[0], row) for row in everyone)

@@ -20,8 +20,11 @@ from ronde.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min
                                  grouped_reducescatter_async, join, poll,
                                  reducescatter, reducescatter_async, synchronize)
 from ronde.torch.optimizer import DistributedOptimizer
+from ronde.torch import mpi_ops as _mpi_ops
+from ronde.torch import process_sets as _process_sets
 from ronde.torch.process_sets import (ProcessSet, add_process_set, global_process_set,
                                       remove_process_set)
+from ronde.torch.sparse_ops import sparse_allreduce_async
 from ronde.torch.sync_batch_norm import SyncBatchNorm
 
 size = _core.size
@@ -31,21 +34,37 @@ local_rank = _core.local_rank
 cross_size = _core.cross_size
 cross_rank = _core.cross_rank
 is_initialized = _core.is_initialized
-shutdown = _core.shutdown
+
+
+def _forget_previous_init():
+    # A new runtime starts with no process sets and no requests: names count from 0 again on
+    # every rank, and no handle or set id of the old runtime can reach the new one.
+    _mpi_ops._reset_naming()
+    _process_sets._forget_registrations()
 
 
 def init(comm=None, process_sets=None):
-    """Joins the job started by `ronde run` (or mpirun/srun). Calling it again is harmless.
+    """Joins the job started by `ronde run` (or mpirun/srun). Calling it again while
+    initialized is harmless; after shutdown() it starts a fresh runtime.
 
     comm: accepted for Horovod compatibility; ronde always uses every rank of the job.
     process_sets: ProcessSets to register now (every rank must pass the same ones).
     """
     if comm is not None and comm != []:
         raise ValueError("ronde.torch.init: an MPI communicator is not supported")
+    if not _core.is_initialized():
+        _core.shutdown()  # a runtime that stopped by itself (stall shutdown) is replaced
+        _forget_previous_init()
     _core.init()
     for process_set in process_sets or []:
         if process_set.process_set_id is None:
             add_process_set(process_set)
+
+
+def shutdown():
+    """Leaves the job: pending requests fail, and init() may join again later."""
+    _core.shutdown()
+    _forget_previous_init()
 
 
 def is_homogeneous():

@@ -8,6 +8,7 @@ writes until it completes.
 
 import collections
 import itertools
+import numbers
 import warnings
 
 import torch
@@ -55,11 +56,22 @@ _next_handle = itertools.count(1)
 _handles = {}
 
 
+def _reset_naming():
+    """Forgets the numbering and the handles of the previous init: after shutdown and init
+    every rank starts again from ``<kind>.noname.0``, as its peers do."""
+    _counters.clear()
+    _handles.clear()  # handle numbers keep growing: an old handle never names a new request
+
+
+def _next_number(kind, process_set=global_process_set):
+    return next(_counters[(kind, process_set.process_set_id)])
+
+
 def _name(kind, name, process_set=global_process_set):
     if name is not None:
         return "%s.%s" % (kind, name)
     set_id = process_set.process_set_id
-    number = next(_counters[(kind, set_id)])
+    number = _next_number(kind, process_set)
     if set_id == 0:
         return "%s.noname.%d" % (kind, number)
     return "%s.noname.set%d.%d" % (kind, set_id, number)
@@ -124,6 +136,8 @@ def _writable(tensor):
 
 def poll(handle):
     """True once the async operation behind `handle` has finished; never blocks."""
+    if callable(handle):  # sparse_allreduce_async's handle
+        return handle.poll()
     if handle not in _handles:
         raise ValueError("poll: unknown handle %r" % (handle,))
     return _handles[handle][0].poll()
@@ -131,6 +145,8 @@ def poll(handle):
 
 def synchronize(handle):
     """Waits for the async operation behind `handle` and returns its result."""
+    if callable(handle):  # sparse_allreduce_async's handle: calling it is Horovod's way
+        return handle()
     if handle not in _handles:
         return None
     core_handle, finish = _handles.pop(handle)
@@ -292,19 +308,28 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     return _register(core, lambda h: h.output())
 
 
+def _my_offset(rows, process_set):
+    """Where this rank's rows start in an allgather of every member's `rows`."""
+    counts = allgather(torch.tensor([rows], dtype=torch.int64), process_set=process_set)
+    return int(counts[:process_set.rank()].sum().item())
+
+
+def _rows(tensor):
+    return tensor.shape[0] if tensor.dim() > 0 else 1
+
+
 class _Allgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
-        ctx.rows = tensor.shape[0] if tensor.dim() > 0 else 1
+        ctx.rows = _rows(tensor)
         ctx.process_set = process_set
         return synchronize(allgather_async(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
+        # Horovod's gradient: the average over ranks of the output's gradient, this rank's rows.
         grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
-        rows = allgather(torch.tensor([ctx.rows], dtype=torch.int64),
-                         process_set=ctx.process_set)
-        offset = int(rows[:ctx.process_set.rank()].sum().item())
+        offset = _my_offset(ctx.rows, ctx.process_set)
         return grad.narrow(0, offset, ctx.rows), None, None
 
 
@@ -322,25 +347,60 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return _register(group, lambda h: [c.output() for c in h.cores])
 
 
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [_rows(t) for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce(list(grad_outputs), op=Average, process_set=ctx.process_set)
+        counts = grouped_allgather([torch.tensor([r], dtype=torch.int64) for r in ctx.rows],
+                                   process_set=ctx.process_set)
+        me = ctx.process_set.rank()
+        slices = [g.narrow(0, int(c[:me].sum().item()), rows)
+                  for g, c, rows in zip(grads, counts, ctx.rows)]
+        return (None, None) + tuple(slices)
+
+
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    """Allgathers a list of tensors as one negotiated group; differentiable like allgather."""
+    return list(_GroupedAllgather.apply(name, process_set, *tensors))
 
 
 # --- broadcast -------------------------------------------------------------------------------
 
+def _root_index(root_rank, process_set):
+    """The runtime's root (an index into the set) for Horovod's root_rank (a global rank).
+
+    Every member checks the same facts, so a root outside the set fails on every rank, before
+    anything is submitted."""
+    root_rank = int(root_rank)
+    if process_set.ranks is None:
+        return root_rank
+    if root_rank not in process_set.ranks:
+        raise ValueError("broadcast: root_rank %d is not in %r; root_rank is a global rank"
+                         % (root_rank, process_set))
+    return process_set.ranks.index(root_rank)
+
+
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts an in-place broadcast of root_rank's `tensor`."""
+    """Starts an in-place broadcast of root_rank's `tensor` (root_rank: a global rank)."""
+    root = _root_index(root_rank, process_set)
     target, finish = _writable(tensor)
     core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), target, target,
-                               root=root_rank, process_set=process_set))
+                               root=root, process_set=process_set))
     return _register(core, lambda h: finish(target))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an out-of-place broadcast; `tensor` is left as it is."""
+    root = _root_index(root_rank, process_set)
     output = tensor.detach().clone(memory_format=torch.contiguous_format)
     core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), output, output,
-                               root=root_rank, process_set=process_set))
+                               root=root, process_set=process_set))
     return _register(core, lambda h: output)
 
 
@@ -354,13 +414,14 @@ class _Broadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
-        if ctx.process_set.rank() != ctx.root_rank:
+        if _core.rank() != ctx.root_rank:
             grad = grad * 0
         return grad, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
-    """Returns root_rank's `tensor` on every rank; differentiable."""
+    """Returns root_rank's `tensor` on every rank; differentiable. root_rank is a global rank,
+    also in a process set (as in Horovod); one outside the set raises ValueError."""
     return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
@@ -370,6 +431,21 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 
 # --- alltoall --------------------------------------------------------------------------------
+
+def _split_list(splits):
+    """splits as a list of ints; a non-integer dtype is a ValueError (checked before any
+    request is made, so every rank that passes the same kind of splits fails alike)."""
+    if isinstance(splits, torch.Tensor):
+        if splits.dtype.is_floating_point or splits.dtype.is_complex or splits.dtype == torch.bool:
+            raise ValueError("alltoall: splits must have an integer dtype, not %s" % splits.dtype)
+        return [int(s) for s in splits.reshape(-1).tolist()]
+    values = list(splits)
+    for s in values:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            raise ValueError("alltoall: splits must be integers, not %r (%s)"
+                             % (s, type(s).__name__))
+    return [int(s) for s in values]
+
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall; synchronize(handle) returns (output, received_splits)."""
@@ -382,10 +458,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                              "divisible by the number of ranks (%d)" % (rows, ranks))
         split_list = [rows // ranks] * ranks
     else:
-        if isinstance(splits, torch.Tensor):
-            split_list = [int(s) for s in splits.tolist()]
-        else:
-            split_list = [int(s) for s in splits]
+        split_list = _split_list(splits)
     core = _core.enqueue(_spec(_ALLTOALL, _name("alltoall", name, process_set), source,
                                allocate=_allocator(source), splits=split_list,
                                process_set=process_set))
@@ -434,13 +507,39 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     return _register(core, lambda h: h.output())
 
 
+def _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor):
+    if op not in (Sum, Average):
+        raise NotImplementedError("reducescatter has a gradient for Sum and Average only")
+    scale = prescale_factor * postscale_factor
+    return scale / process_set.size() if op == Average else scale
+
+
+class _Reducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        ctx.scale = (op, process_set, prescale_factor, postscale_factor)
+        ctx.process_set = process_set
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
+                                               postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # Every rank's input reaches every rank's share: the gradient is the allgather of the
+        # shares' gradients, scaled as the forward scaled (1/size for Average, as Horovod).
+        grad = allgather(grad_output, process_set=ctx.process_set)
+        return grad * _reducescatter_grad_scale(*ctx.scale), None, None, None, None, None
+
+
 def reducescatter(tensor, name=None, compression=None, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces `tensor` over the ranks and returns this rank's share of the first dimension
+    (the first ``rows % size`` ranks get one extra row); differentiable for Sum and Average."""
     from ronde.torch.compression import Compression
     compression = compression or Compression.none
+    op = _check_op(op, None)
     compressed, context = compression.compress(tensor)
-    output = synchronize(reducescatter_async(compressed, name, op, process_set, prescale_factor,
-                                             postscale_factor))
+    output = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor,
+                                  postscale_factor)
     return compression.decompress(output, context)
 
 
@@ -456,15 +555,31 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     return _register(group, lambda h: [c.output() for c in h.cores])
 
 
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.scale = (op, process_set, prescale_factor, postscale_factor)
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_reducescatter_async(
+            list(tensors), name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        scale = _reducescatter_grad_scale(*ctx.scale)
+        grads = grouped_allgather(list(grad_outputs), process_set=ctx.process_set)
+        return (None, None, None, None, None) + tuple(g * scale for g in grads)
+
+
 def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
+    """Reducescatters a list of tensors as one negotiated group; differentiable."""
     from ronde.torch.compression import Compression
     compression = compression or Compression.none
+    op = _check_op(op, None)
     compressed = [compression.compress(t) for t in tensors]
-    outputs = synchronize(grouped_reducescatter_async([c for c, _ in compressed], name, op,
-                                                      process_set, prescale_factor,
-                                                      postscale_factor))
+    outputs = _GroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                          postscale_factor, *[c for c, _ in compressed])
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outputs, compressed)]
 
 

@@ -1,8 +1,9 @@
 """DistributedOptimizer: averages gradients across ranks while backward is still running.
 
-A hook on each parameter's gradient accumulator starts that gradient's allreduce as soon as
-backward has produced it; step() (or synchronize()) waits for all of them, then lets the
-wrapped optimizer update the parameters.
+A hook that runs once a parameter's gradient is accumulated starts that gradient's allreduce
+while backward goes on; step() (or synchronize()) waits for all of them, then lets the wrapped
+optimizer update the parameters. Sparse gradients are allgathered (sparse_allreduce_async)
+unless sparse_as_dense; a rank outside the process set keeps its own gradients.
 """
 
 import warnings
@@ -15,9 +16,12 @@ from ronde.torch.compression import Compression
 from ronde.torch.mpi_ops import (Adasum, Average, allreduce_async_, grouped_allreduce_async_,
                                  synchronize as _synchronize_handle)
 from ronde.torch.process_sets import global_process_set
+from ronde.torch.sparse_ops import sparse_allreduce_async
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
+    _ronde_distributed = True  # broadcast_optimizer_state steps the wrapped optimizer alone
+
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  op=Average, gradient_predivide_factor=1.0, groups=None,
                  sparse_as_dense=False, process_set=global_process_set):
@@ -75,6 +79,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._group_counts[key] = 0
                 for p in group:
                     self._p_to_group[p] = key
+        self._sparse_seen = set()  # parameters whose gradient has been sparse
 
         if _core.size() > 1:
             self._register_hooks()
@@ -97,9 +102,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.requires_grad:
                     self._requires_update.add(p)
+                    hook = self._make_hook(p)
+                    if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+                        self._grad_accs.append(p.register_post_accumulate_grad_hook(hook))
+                        continue
                     # The accumulator node is reached through a view; keep it alive.
                     accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
-                    accumulator.register_hook(self._make_hook(p))
+                    accumulator.register_hook(hook)
                     self._grad_accs.append(accumulator)
 
     def _scaling(self):
@@ -109,18 +118,31 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _gradient(self, p):
         if p.grad is None:
-            # Not computed here (dynamic graph), but other ranks may have: contribute zeros.
-            p.grad = torch.zeros_like(p)
+            # Not computed here (dynamic graph), but other ranks may have: contribute zeros,
+            # sparse ones where this parameter's gradient has been sparse before.
+            if p in self._sparse_seen and not self.sparse_as_dense:
+                p.grad = torch.zeros_like(p).to_sparse()
+            else:
+                p.grad = torch.zeros_like(p)
         tensor = p.grad
         if tensor.is_sparse:
-            if not self.sparse_as_dense:
-                raise NotImplementedError("sparse gradients need sparse_as_dense=True in ronde")
-            tensor = tensor.to_dense()
-            p.grad = tensor
+            self._sparse_seen.add(p)
+            if self.sparse_as_dense:
+                tensor = tensor.to_dense()
+                p.grad = tensor
+            elif p in self._p_to_group:
+                raise NotImplementedError("grouped allreduce of sparse gradients is not "
+                                          "supported; use sparse_as_dense=True")
         return tensor
 
     def _allreduce_grad_async(self, p):
-        compressed, ctx = self._compression.compress(self._gradient(p))
+        gradient = self._gradient(p)
+        if gradient.is_sparse:
+            # Horovod's sparse path: indices and values allgathered, no compression.
+            handle = sparse_allreduce_async(gradient, name=self._parameter_names.get(p),
+                                            op=self.op, process_set=self.process_set)
+            return handle, (gradient, None)
+        compressed, ctx = self._compression.compress(gradient)
         prescale, postscale = self._scaling()
         handle = allreduce_async_(compressed, name=self._parameter_names.get(p), op=self.op,
                                   prescale_factor=prescale, postscale_factor=postscale,
@@ -138,6 +160,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
+            if not self.process_set.included():
+                return  # this rank's gradients are its own: nothing to reduce
             if p in self._handles and self._handles[p][0] is not None:
                 if self._allreduce_delay[p] <= 0:
                     raise AssertionError(
@@ -199,6 +223,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = True
 
     def _store(self, p, output, context):
+        if output.is_sparse:
+            p.grad = output
+            return
         reduced = self._compression.decompress(output, context)
         if reduced.data_ptr() != p.grad.data_ptr():
             p.grad.copy_(reduced)

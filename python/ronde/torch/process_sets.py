@@ -33,6 +33,16 @@ class ProcessSet:
 global_process_set = ProcessSet(None)
 global_process_set.process_set_id = 0
 
+# The sets registered since init: shutdown forgets their ids (the next runtime numbers its
+# own), so that init(process_sets=...) can register the same objects again.
+_registered = []
+
+
+def _forget_registrations():
+    for process_set in _registered:
+        process_set.process_set_id = None
+    del _registered[:]
+
 
 def add_process_set(process_set):
     """Registers a set of ranks (a ProcessSet or a list of ranks); every rank must call it."""
@@ -41,6 +51,7 @@ def add_process_set(process_set):
     if process_set.process_set_id is not None:
         raise ValueError("%r is registered already" % (process_set,))
     process_set.process_set_id = _core.add_process_set(process_set.ranks)
+    _registered.append(process_set)
     return process_set
 
 
@@ -50,4 +61,6 @@ def remove_process_set(process_set):
         return False
     _core.remove_process_set(process_set.process_set_id)
     process_set.process_set_id = None
+    if process_set in _registered:
+        _registered.remove(process_set)
     return True
