@@ -53,6 +53,12 @@ double cpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+long contextSwitches() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_nvcsw + usage.ru_nivcsw;
+}
+
 int countLines(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -195,8 +201,22 @@ TEST(TcpStoreServerLimits, SilentConnectionsBeyondTheCapDoNotLockOutRealClients)
     const auto until = std::min(deadline, std::chrono::steady_clock::now() + 100ms);
     if (closedByPeer(fd.get(), until)) ++closed;
   }
-  const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_GE(closed, kSilent - int(kCap)) << "the server still holds too many silent connections";
+
+  // Full again, with every pending one past evictable_after and no newcomer: the server must
+  // sleep in poll(), not wake every millisecond (each wake-up is a context switch).
+  for (int held = kSilent - closed; held < int(kCap); ++held) {
+    silent.push_back(connectRaw(server.port()));
+  }
+  std::this_thread::sleep_for(2 * limits.evictable_after);
+  const long switches_before = contextSwitches();
+  const double cpu_before = cpuSeconds();
+  std::this_thread::sleep_for(500ms);
+  const long switches = contextSwitches() - switches_before;
+  const double cpu = cpuSeconds() - cpu_before;
+  EXPECT_LT(switches, 50) << "the server woke " << switches << " times in 0.5 s while full";
+  EXPECT_LT(cpu, 0.05) << "the server used " << cpu << " s of CPU in 0.5 s while full";
+  const std::string log = ::testing::internal::GetCapturedStderr();
   int lines = 0;
   for (char c : log) lines += c == '\n';
   EXPECT_LE(lines, 4) << log;

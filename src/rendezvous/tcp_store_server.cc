@@ -250,11 +250,12 @@ void TcpStoreServer::Impl::run() {
 
 int TcpStoreServer::Impl::pollTimeoutMs(Clock::time_point now, const Pending& pending) const {
   std::optional<Clock::time_point> next;
-  // Wake when the listener's pause ends, or when the oldest pending one becomes evictable.
+  // Wake when the listener's pause ends, or when the oldest pending one becomes evictable
+  // (once it is, the listener is polled again and a newcomer wakes the loop).
   if (accept_paused_until > now) next = accept_paused_until;
   if (atCap(pending)) {
     const auto evictable = pending.oldest->accepted_at + limits.evictable_after;
-    next = std::min(next.value_or(evictable), evictable);
+    if (evictable > now) next = std::min(next.value_or(evictable), evictable);
   }
   for (const auto& [id, connection] : connections) {
     if (connection->handshake) next = std::min(next.value_or(connection->handshake_deadline),
