@@ -1,12 +1,8 @@
 // torch::Tensor <-> ronde::Tensor, and the collectives on torch tensors.
-#include <atomic>
-
 #include "ronde/torch.h"
 
 namespace ronde::libtorch {
 namespace {
-
-std::atomic<uint64_t> barrier_counter{0};
 
 OutputAllocator allocatorLike(const torch::Tensor& like) {
   torch::TensorOptions options = like.options();
@@ -253,8 +249,10 @@ torch::Tensor Collectives::reducescatter(const std::string& name, const torch::T
 }
 
 void Collectives::barrier(int process_set) {
-  Request request = this->request(
-      RequestKind::kBarrier, "barrier." + std::to_string(barrier_counter++), process_set);
+  // One name per process set (the runtime keys names by set): a per-process number drifted
+  // apart between ranks inside and outside a set, and the job stalled. barrier() blocks, so
+  // its name never overlaps itself on one thread.
+  Request request = this->request(RequestKind::kBarrier, "ronde.barrier", process_set);
   runtime_.enqueue(std::move(request))->wait();
 }
 

@@ -63,9 +63,25 @@ std::shared_ptr<Store> makeTcpStore(const std::string& host, int port, const std
                                     Duration connect_timeout);
 
 // Serves a store over TCP from a background thread until destroyed. Port 0 picks a free port.
+//
+// With a secret, a connection that has not proven it yet is unauthenticated: at most
+// `max_unauthenticated` of them are held, each for at most `handshake_timeout`. At the cap,
+// new connections wait in the kernel's backlog until a slot frees or the oldest pending one
+// has had `evictable_after`, which is then dropped for the newcomer. When accept() fails
+// (out of descriptors: EMFILE/ENFILE) the server stops polling its listener for a growing
+// pause (up to 1 s) instead of spinning, and logs once per episode.
 class TcpStoreServer {
  public:
-  TcpStoreServer(const std::string& bind_address, int port, const std::string& secret);
+  struct Limits {
+    size_t max_unauthenticated = 128;
+    Duration handshake_timeout{10000};
+    Duration evictable_after{1000};
+  };
+
+  TcpStoreServer(const std::string& bind_address, int port, const std::string& secret)
+      : TcpStoreServer(bind_address, port, secret, Limits{}) {}
+  TcpStoreServer(const std::string& bind_address, int port, const std::string& secret,
+                 const Limits& limits);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;

@@ -110,6 +110,9 @@ class Collectives {
   torch::Tensor reducescatter(const std::string& name, const torch::Tensor& tensor,
                               ReduceOp op = ReduceOp::kAverage, Scaling scaling = {},
                               int process_set = 0);
+  // Blocks until every rank of the set reached it. Its request is named "ronde.barrier" in
+  // every set, so ranks agree whatever barriers of other sets they ran before; a second
+  // thread's barrier on a set whose barrier is in flight fails at once (kInvalidArgument).
   void barrier(int process_set = 0);
 
   // fp16 compression for floating-point tensors: sent as float16, restored by wait().

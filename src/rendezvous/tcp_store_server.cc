@@ -2,6 +2,8 @@
 // non-blocking sockets, so hundreds of ranks cost hundreds of buffers, not threads. A GET for
 // a missing key is parked until some SET/ADD creates the key or its timeout passes; the job
 // secret handshake runs inside the same loop, so a silent or hostile peer never stalls others.
+// Unauthenticated connections are capped and timed out, and a failing accept() (no file
+// descriptors left) pauses the listener instead of spinning on it.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -19,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/secret_handshake.h"
 #include "common/unique_fd.h"
@@ -34,9 +37,10 @@ using Clock = std::chrono::steady_clock;
 using tcp_store::Op;
 using tcp_store::Status;
 
-// A peer gets this long to prove the secret; long enough for a loaded host, short enough
-// that port scanners and stray clients do not pile up.
-constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+// After a failed accept() the listener rests this long, doubling up to the maximum, so that
+// a process out of descriptors neither spins on the readable listener nor floods the log.
+constexpr auto kFirstAcceptPause = std::chrono::milliseconds(10);
+constexpr auto kMaxAcceptPause = std::chrono::milliseconds(1000);
 // Per wake-up read budget per connection, so one bulk writer cannot starve the rest.
 constexpr size_t kReadBudget = 1 << 20;
 // Caps a client-supplied GET timeout so deadline arithmetic cannot overflow.
@@ -64,6 +68,7 @@ struct Connection {
   std::string peer;  // "address:port", for log lines
   // Present until the peer has proven the secret; no request is read before that.
   std::unique_ptr<SecretHandshake> handshake;
+  Clock::time_point accepted_at;
   Clock::time_point handshake_deadline;
   std::string input;
   size_t input_offset = 0;
@@ -124,8 +129,10 @@ int boundPort(int fd) {
 }  // namespace
 
 struct TcpStoreServer::Impl {
-  Impl(const std::string& bind_address, int port_number, std::string job_secret)
+  Impl(const std::string& bind_address, int port_number, std::string job_secret,
+       const Limits& server_limits)
       : secret(std::move(job_secret)),
+        limits(server_limits),
         listener(bindListener(bind_address, port_number)),
         wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         port(boundPort(listener.get())) {
@@ -152,9 +159,23 @@ struct TcpStoreServer::Impl {
   void expireDeadlines(Clock::time_point now);
   void forgetParked(Connection& connection);
   void drop(Connection& connection, const std::string& reason);
-  int pollTimeoutMs(Clock::time_point now) const;
+  // Connections that have not proven the secret yet, and the one accepted first.
+  struct Pending {
+    size_t count = 0;
+    Connection* oldest = nullptr;
+  };
+  int pollTimeoutMs(Clock::time_point now, const Pending& pending) const;
+  Pending pendingHandshakes() const;
+  bool atCap(const Pending& pending) const {
+    return pending.count >= std::max<size_t>(limits.max_unauthenticated, 1);
+  }
+  bool listenerWanted(Clock::time_point now, const Pending& pending) const;
+  void backOffAccepting(int error, Clock::time_point now);
+  void evictForNewcomer(Connection& oldest, size_t pending);
+  void endCapEpisode();
 
   const std::string secret;
+  const Limits limits;
   UniqueFd listener;
   UniqueFd wake;  // eventfd the destructor writes to end the loop
   const int port;
@@ -168,6 +189,14 @@ struct TcpStoreServer::Impl {
   std::unordered_map<std::string, std::string> values;
   std::vector<uint64_t> runnable;  // unparked connections with input left to process
   uint64_t next_id = 1;
+  // accept() failing: the listener is left out of poll() until accept_paused_until.
+  Clock::time_point accept_paused_until{};
+  Clock::duration accept_pause{};  // zero while accept() succeeds
+  uint64_t accept_failures = 0;    // in the current episode
+  // Unauthenticated connections at the cap: how many were dropped for newcomers this episode.
+  bool cap_episode = false;
+  uint64_t evicted = 0;
+  LogLimiter refusals{5, std::chrono::seconds(10)};  // strangers refused, one line each
 };
 
 void TcpStoreServer::Impl::run() {
@@ -176,15 +205,19 @@ void TcpStoreServer::Impl::run() {
   while (!stopping.load()) {
     fds.clear();
     ids.clear();
+    const Clock::time_point now = Clock::now();
+    const Pending pending = pendingHandshakes();
+    if (cap_episode && !atCap(pending)) endCapEpisode();
     fds.push_back({wake.get(), POLLIN, 0});
-    fds.push_back({listener.get(), POLLIN, 0});
+    // A negative descriptor is skipped by poll(): the listener rests while paused or full.
+    fds.push_back({listenerWanted(now, pending) ? listener.get() : -1, POLLIN, 0});
     for (auto& [id, connection] : connections) {
       short events = POLLIN;
       if (!connection->output.empty()) events |= POLLOUT;
       fds.push_back({connection->fd.get(), events, 0});
       ids.push_back(id);
     }
-    int ready = ::poll(fds.data(), fds.size(), pollTimeoutMs(Clock::now()));
+    int ready = ::poll(fds.data(), fds.size(), pollTimeoutMs(now, pending));
     if (ready < 0 && errno != EINTR) {
       log(LogLevel::kError, "rendezvous store server: poll: ", std::strerror(errno));
       return;
@@ -215,8 +248,15 @@ void TcpStoreServer::Impl::run() {
   }
 }
 
-int TcpStoreServer::Impl::pollTimeoutMs(Clock::time_point now) const {
+int TcpStoreServer::Impl::pollTimeoutMs(Clock::time_point now, const Pending& pending) const {
   std::optional<Clock::time_point> next;
+  // Wake when the listener's pause ends, or when the oldest pending one becomes evictable
+  // (once it is, the listener is polled again and a newcomer wakes the loop).
+  if (accept_paused_until > now) next = accept_paused_until;
+  if (atCap(pending)) {
+    const auto evictable = pending.oldest->accepted_at + limits.evictable_after;
+    if (evictable > now) next = std::min(next.value_or(evictable), evictable);
+  }
   for (const auto& [id, connection] : connections) {
     if (connection->handshake) next = std::min(next.value_or(connection->handshake_deadline),
                                                connection->handshake_deadline);
@@ -228,28 +268,88 @@ int TcpStoreServer::Impl::pollTimeoutMs(Clock::time_point now) const {
   return int(std::clamp<int64_t>(left + 1, 0, 60'000));
 }
 
+TcpStoreServer::Impl::Pending TcpStoreServer::Impl::pendingHandshakes() const {
+  Pending pending;
+  for (const auto& [id, connection] : connections) {
+    if (connection->dead || !connection->handshake) continue;
+    ++pending.count;
+    if (!pending.oldest || connection->accepted_at < pending.oldest->accepted_at) {
+      pending.oldest = connection.get();
+    }
+  }
+  return pending;
+}
+
+bool TcpStoreServer::Impl::listenerWanted(Clock::time_point now, const Pending& pending) const {
+  if (now < accept_paused_until) return false;
+  if (!atCap(pending)) return true;
+  // Full: a newcomer may take the oldest one's place once that one had its fair chance.
+  return now - pending.oldest->accepted_at >= limits.evictable_after;
+}
+
+void TcpStoreServer::Impl::backOffAccepting(int error, Clock::time_point now) {
+  accept_pause = accept_pause == Clock::duration::zero()
+                     ? Clock::duration(kFirstAcceptPause)
+                     : std::min<Clock::duration>(accept_pause * 2, kMaxAcceptPause);
+  accept_paused_until = now + accept_pause;
+  if (accept_failures++ == 0) {
+    log(LogLevel::kWarning, "rendezvous store server on port ", port,
+        ": accept: ", std::strerror(error),
+        "; new connections wait in the backlog, retried after pauses of up to ",
+        std::chrono::duration_cast<std::chrono::milliseconds>(kMaxAcceptPause).count(), " ms");
+  }
+}
+
+void TcpStoreServer::Impl::evictForNewcomer(Connection& oldest, size_t pending) {
+  if (!cap_episode) {
+    cap_episode = true;
+    log(LogLevel::kWarning, "rendezvous store server on port ", port, ": ", pending,
+        " connections have not proven the job secret (the cap); dropping the oldest of them ",
+        "for newcomers");
+  }
+  ++evicted;
+  drop(oldest, "");
+}
+
+void TcpStoreServer::Impl::endCapEpisode() {
+  log(LogLevel::kWarning, "rendezvous store server on port ", port, ": below the cap of ",
+      "unauthenticated connections again; ", evicted, " were dropped");
+  cap_episode = false;
+  evicted = 0;
+}
+
 void TcpStoreServer::Impl::acceptAll() {
   for (;;) {
+    const Clock::time_point now = Clock::now();
+    const Pending pending = secret.empty() ? Pending{} : pendingHandshakes();
+    if (!listenerWanted(now, pending)) return;  // the rest wait in the kernel's backlog
     sockaddr_storage address{};
     socklen_t length = sizeof(address);
     UniqueFd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length,
                           SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        log(LogLevel::kWarning, "rendezvous store server: accept: ", std::strerror(errno));
-      }
+      // Anything else (EMFILE, ENFILE, ENOBUFS, ...) leaves the listener readable: rest it.
+      if (errno != EAGAIN && errno != EWOULDBLOCK) backOffAccepting(errno, now);
       return;
     }
+    if (accept_failures > 0) {
+      log(LogLevel::kWarning, "rendezvous store server on port ", port,
+          ": accepting connections again after ", accept_failures, " failed attempts");
+      accept_failures = 0;
+      accept_pause = Clock::duration::zero();
+    }
+    if (atCap(pending)) evictForNewcomer(*pending.oldest, pending.count);
     int one = 1;
     ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto connection = std::make_unique<Connection>();
     connection->fd = std::move(fd);
     connection->id = next_id++;
     connection->peer = describePeer(address);
+    connection->accepted_at = now;
     if (!secret.empty()) {
       connection->handshake = std::make_unique<SecretHandshake>(secret, /*is_server=*/true);
-      connection->handshake_deadline = Clock::now() + kHandshakeTimeout;
+      connection->handshake_deadline = now + limits.handshake_timeout;
       connection->output = connection->handshake->takeOutgoing();
       flush(*connection);
     }
@@ -281,8 +381,11 @@ void TcpStoreServer::Impl::readFrom(Connection& connection) {
     if (handshake.state() == SecretHandshake::State::kFailed) {
       // Our answer goes out first so the peer can tell a wrong secret from a crashed server.
       flush(connection);
-      log(LogLevel::kWarning, "rendezvous store server: refused connection from ", connection.peer,
-          ": it did not prove the job secret");
+      std::string note;
+      if (refusals.allow(Clock::now(), &note)) {
+        log(LogLevel::kWarning, "rendezvous store server: refused connection from ",
+            connection.peer, ": it did not prove the job secret", note);
+      }
       return drop(connection, "");
     }
     if (handshake.state() == SecretHandshake::State::kRunning) return flush(connection);
@@ -297,8 +400,11 @@ void TcpStoreServer::Impl::processRequests(Connection& connection) {
     auto result = tcp_store::parseRequest(connection.input, &connection.input_offset, &request);
     if (result == tcp_store::ParseResult::kIncomplete) break;
     if (result == tcp_store::ParseResult::kMalformed) {
-      log(LogLevel::kWarning, "rendezvous store server: closing connection from ", connection.peer,
-          ": malformed request");
+      std::string note;
+      if (refusals.allow(Clock::now(), &note)) {
+        log(LogLevel::kWarning, "rendezvous store server: closing connection from ",
+            connection.peer, ": malformed request", note);
+      }
       return drop(connection, "");
     }
     handle(connection, request);
@@ -400,8 +506,11 @@ void TcpStoreServer::Impl::expireDeadlines(Clock::time_point now) {
   for (auto& [id, connection] : connections) {
     if (connection->dead) continue;
     if (connection->handshake && now >= connection->handshake_deadline) {
-      log(LogLevel::kWarning, "rendezvous store server: refused connection from ", connection->peer,
-          ": it did not complete the job-secret handshake in time");
+      std::string note;
+      if (refusals.allow(now, &note)) {
+        log(LogLevel::kWarning, "rendezvous store server: refused connection from ",
+            connection->peer, ": it did not complete the job-secret handshake in time", note);
+      }
       drop(*connection, "");
       continue;
     }
@@ -436,8 +545,9 @@ void TcpStoreServer::Impl::drop(Connection& connection, const std::string& reaso
   connection.fd.reset();  // close now; the entry itself goes at the end of the loop turn
 }
 
-TcpStoreServer::TcpStoreServer(const std::string& bind_address, int port, const std::string& secret)
-    : impl_(std::make_unique<Impl>(bind_address, port, secret)) {}
+TcpStoreServer::TcpStoreServer(const std::string& bind_address, int port, const std::string& secret,
+                               const Limits& limits)
+    : impl_(std::make_unique<Impl>(bind_address, port, secret, limits)) {}
 
 TcpStoreServer::~TcpStoreServer() = default;
 

@@ -164,6 +164,39 @@ TEST_P(TorchCollectivesTest, BroadcastStateAndNameChecks) {
   });
 }
 
+// Ranks 0 and 1 run barriers in a process set that rank 2 is not in; the world barriers
+// after them must still meet (a per-process barrier number once named them differently on
+// ranks 0-1 than on rank 2, and the job stalled). Each barrier uses a fresh Collectives
+// object on rank 1 only, so names cannot depend on which object a rank calls through.
+TEST(TorchBarrierTest, BarriersInAProcessSetDoNotShiftWorldBarriers) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.timeout_seconds = 60;  // a stall fails the run when the harness kills it
+  testing::runRuntimeRanks(
+      spec, testing::runtimeTestSettings(),
+      [](std::unique_ptr<Runtime>& runtime, testing::RuntimeContext&) {
+        torch::set_num_threads(1);
+        const int me = runtime->rank();
+        const int pair = runtime->addProcessSet({0, 1});
+        Collectives shared(*runtime);
+        for (int round = 0; round < 3; ++round) {
+          if (me != 2) {
+            for (int i = 0; i <= round; ++i) {
+              if (me == 1) {
+                Collectives(*runtime).barrier(pair);
+              } else {
+                shared.barrier(pair);
+              }
+            }
+          }
+          shared.barrier();
+          torch::Tensor sum = shared.allreduce("after.barrier." + std::to_string(round),
+                                               torch::full({2}, me + 1.0), ReduceOp::kSum);
+          check(sum.equal(torch::full({2}, 6.0)), "allreduce after the world barrier");
+        }
+      });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, TorchCollectivesTest, ::testing::Values(2, 3));
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -18,57 +17,11 @@
 #endif
 
 #include "ronde/errors.h"
+#include "transport/shm/shm_arena_layout.h"
 
 namespace ronde {
 
-constexpr uint64_t kArenaMagic = 0x726f6e6465617231ULL;  // "rondear1"
-constexpr size_t kReasonBytes = 1024;
-
-// Each rank writes only its own RankState; peers only read it. One per cache-line group so
-// that a rank's counter updates do not invalidate its neighbours' lines.
-struct alignas(64) ShmArena::RankState {
-  std::atomic<uint64_t> arrived;
-  std::atomic<uint64_t> reduced;
-  std::atomic<int32_t> pid;
-  std::atomic<uint32_t> aborted;
-  char pad[64 - 24];
-  unsigned char descriptors[2][kDescriptorBytes];
-};
-
-struct ShmArena::Header {
-  uint64_t magic;
-  uint32_t local_size;
-  uint32_t chunk_bytes;
-  std::atomic<uint32_t> attached;
-  std::atomic<uint32_t> reason_claimed;
-  char abort_reason[kReasonBytes];
-  RankState ranks[1];  // local_size entries follow
-};
-
-namespace {
-
-size_t headerBytes(int local_size) {
-  size_t bytes = offsetof(ShmArena::Header, ranks) +
-                 sizeof(ShmArena::RankState) * static_cast<size_t>(local_size);
-  return (bytes + 4095) / 4096 * 4096;
-}
-
-size_t segmentBytes(int local_size, size_t chunk) {
-  // Two slots per rank plus two result buffers, all double-buffered by step parity.
-  return headerBytes(local_size) + (2 * static_cast<size_t>(local_size) + 2) * chunk;
-}
-
-std::string randomSegmentName() {
-  std::random_device device;
-  std::mt19937_64 gen((static_cast<uint64_t>(device()) << 32) ^ device() ^
-                      static_cast<uint64_t>(::getpid()));
-  char name[64];
-  std::snprintf(name, sizeof(name), "/ronde-%d-%016llx", static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(gen()));
-  return name;
-}
-
-bool processAlive(int pid) {
+bool shmPeerAlive(int pid) {
   if (pid <= 0) return true;  // not attached yet: nothing to say
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
   // A killed child that its parent has not reaped yet is a zombie: dead all the same.
@@ -79,67 +32,6 @@ bool processAlive(int pid) {
   if (close == std::string::npos || close + 2 >= line.size()) return true;
   char state = line[close + 2];
   return state != 'Z' && state != 'X';
-}
-
-}  // namespace
-
-std::unique_ptr<ShmArena> ShmArena::create(Store& store, const Options& options,
-                                           Deadline deadline) {
-  size_t chunk = (options.chunk_bytes + 63) / 64 * 64;
-  if (chunk == 0 || chunk > (1u << 30)) {
-    throw makeError(ErrorCode::kConfig, "shared-memory chunk of ", options.chunk_bytes,
-                    " bytes is out of range");
-  }
-  Options adjusted = options;
-  adjusted.chunk_bytes = chunk;
-  const size_t bytes = segmentBytes(options.local_size, chunk);
-  const std::string key = "shm/" + options.host_key;
-  ShmSegment segment;
-  if (options.local_rank == 0) {
-    segment = ShmSegment::create(randomSegmentName(), bytes);
-    auto* header = new (segment.data()) Header;
-    header->magic = kArenaMagic;
-    header->local_size = static_cast<uint32_t>(options.local_size);
-    header->chunk_bytes = static_cast<uint32_t>(chunk);
-    header->attached.store(0);
-    header->reason_claimed.store(0);
-    for (int i = 0; i < options.local_size; ++i) {
-      auto* rank_state = new (&header->ranks[i]) RankState;
-      rank_state->arrived.store(0);
-      rank_state->reduced.store(0);
-      rank_state->pid.store(0);
-      rank_state->aborted.store(0);
-    }
-    store.setString(key, segment.name());
-  } else {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.at() -
-                                                                     Deadline::Clock::now());
-    std::string name = store.getString(key, std::max(left, std::chrono::milliseconds(1)));
-    segment = ShmSegment::open(name, bytes);
-    auto* header = reinterpret_cast<Header*>(segment.data());
-    if (header->magic != kArenaMagic || header->local_size != static_cast<uint32_t>(options.local_size) ||
-        header->chunk_bytes != chunk) {
-      throw makeError(ErrorCode::kMismatch, "shared memory ", name,
-                      " was made for another configuration (local size or RONDE_SHM_CHUNK_BYTES"
-                      " differ between ranks on this host)");
-    }
-  }
-  std::unique_ptr<ShmArena> arena(new ShmArena(std::move(segment), adjusted));
-  arena->state(arena->local_rank_).pid.store(static_cast<int32_t>(::getpid()));
-  arena->header_->attached.fetch_add(1);
-  // Once every local rank has mapped the segment its name is no longer needed: removing it
-  // now means that nothing is left in /dev/shm however the job ends.
-  while (arena->header_->attached.load() < static_cast<uint32_t>(options.local_size)) {
-    if (deadline.expired()) {
-      arena->segment_.unlink();
-      throw makeError(ErrorCode::kTimeout, "timed out waiting for the ranks on this host to map ",
-                      "shared memory: ", arena->header_->attached.load(), " of ",
-                      options.local_size, " arrived");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  arena->segment_.unlink();
-  return arena;
 }
 
 ShmArena::ShmArena(ShmSegment segment, const Options& options)
@@ -236,7 +128,7 @@ void ShmArena::checkPeers(const ShmWait& wait, int waiting_for, bool reduced, ui
     // it left in shared memory stays readable while this rank maps it.
     uint64_t reached = reduced ? state(i).reduced.load(std::memory_order_acquire)
                                : state(i).arrived.load(std::memory_order_acquire);
-    if (i != local_rank_ && reached < step && !processAlive(state(i).pid.load())) {
+    if (i != local_rank_ && reached < step && !shmPeerAlive(state(i).pid.load())) {
       throw makeError(ErrorCode::kPeerLost, what, " failed: ", memberName(i),
                       " died (process ", state(i).pid.load(), " is gone)");
     }

@@ -45,6 +45,9 @@ class ShmArena {
   };
 
   // Local rank 0 creates the segment and publishes its name in the store; the others map it.
+  // Start-up fails early, naming the rank, when a local rank dies before mapping it or finds
+  // it made with other settings (RONDE_SHM_CHUNK_BYTES); on every outcome the segment's name
+  // is removed from /dev/shm before this returns or throws.
   static std::unique_ptr<ShmArena> create(Store& store, const Options& options, Deadline deadline);
   ~ShmArena();
 
@@ -83,6 +86,12 @@ class ShmArena {
 
  private:
   ShmArena(ShmSegment segment, const Options& options);
+  // Start-up steps (shm_arena_startup.cc).
+  static std::string waitForName(Store& store, const std::string& key, const Options& options,
+                                 Deadline deadline);
+  static ShmSegment mapSegment(Store& store, const std::string& key, const std::string& name,
+                               const Options& options);
+  void waitAllMapped(Store& store, const std::string& key, Deadline deadline) const;
   RankState& state(int local_rank) const;
   void waitAll(bool reduced, uint64_t step, const ShmWait& wait) const;
   void checkPeers(const ShmWait& wait, int waiting_for, bool reduced, uint64_t step) const;

@@ -46,16 +46,17 @@ ShmSegment ShmSegment::create(const std::string& name, size_t size) {
   }
 }
 
-ShmSegment ShmSegment::open(const std::string& name, size_t size) {
+ShmSegment ShmSegment::open(const std::string& name) {
   UniqueFd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600));
   if (!fd) {
     throw makeError(ErrorCode::kIo, "cannot open shared memory ", name, ": ",
                     std::strerror(errno));
   }
   struct stat info {};
-  if (::fstat(fd.get(), &info) != 0 || static_cast<size_t>(info.st_size) < size) {
-    throw makeError(ErrorCode::kIo, "shared memory ", name, " is smaller than expected");
+  if (::fstat(fd.get(), &info) != 0 || info.st_size <= 0) {
+    throw makeError(ErrorCode::kIo, "shared memory ", name, " is empty");
   }
+  const size_t size = static_cast<size_t>(info.st_size);
   return ShmSegment(name, mapShared(fd.get(), size, name), size, true);
 }
 

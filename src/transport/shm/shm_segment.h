@@ -12,8 +12,9 @@ class ShmSegment {
  public:
   // Creates a new segment (fails if the name exists).
   static ShmSegment create(const std::string& name, size_t size);
-  // Maps an existing segment created by another process of the job.
-  static ShmSegment open(const std::string& name, size_t size);
+  // Maps all of an existing segment created by another process of the job; the caller
+  // checks that what it holds is what it expects.
+  static ShmSegment open(const std::string& name);
 
   ShmSegment() = default;
   ~ShmSegment();

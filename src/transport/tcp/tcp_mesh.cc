@@ -9,55 +9,31 @@
 #include "common/logging.h"
 #include "common/secret_handshake.h"
 #include "ronde/errors.h"
+#include "transport/tcp/mesh_acceptor.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/tcp/tcp_link.h"
 
 namespace ronde {
-namespace {
-
-constexpr uint32_t kHelloMagic = 0x524e4431;  // "RND1"
-
-struct Hello {
-  uint32_t magic;
-  int32_t rank;
-};
-
-}  // namespace
 
 std::unique_ptr<TcpMesh> TcpMesh::connect(Store& store, const Options& options, Deadline deadline) {
   auto mesh = std::make_unique<TcpMesh>();
   mesh->links_.resize(static_cast<size_t>(options.size));
-  const int expected_incoming = options.size - 1 - options.rank;  // every higher rank
   int port = 0;
-  UniqueFd listener = listenTcp(options.listen_address, 0, options.size + 16, &port);
+  // Room in the backlog for strangers too: they are accepted and dropped, not left queued.
+  UniqueFd listener = listenTcp(options.listen_address, 0, options.size + 64, &port);
   store.setString("tcp/" + std::to_string(options.rank), options.listen_address + ":" + std::to_string(port));
 
   // Accept on a thread while this one connects out, so no rank waits on a chain of others.
+  MeshAcceptorOptions acceptor_options;
+  acceptor_options.rank = options.rank;
+  acceptor_options.size = options.size;
+  acceptor_options.secret = options.secret;
+  acceptor_options.names = options.names;
   std::exception_ptr accept_error;
-  std::vector<std::unique_ptr<Link>> incoming(static_cast<size_t>(options.size));
+  std::vector<std::unique_ptr<Link>> incoming;
   std::thread acceptor([&] {
     try {
-      for (int accepted = 0; accepted < expected_incoming;) {
-        std::string peer_address;
-        UniqueFd fd = acceptTcp(listener.get(), deadline, &peer_address);
-        try {
-          authenticateConnection(fd.get(), options.secret, true, deadline.at(),
-                                 "connection from " + peer_address);
-          Hello hello{};
-          recvFully(fd.get(), &hello, sizeof(hello), deadline, peer_address);
-          if (hello.magic != kHelloMagic || hello.rank <= options.rank || hello.rank >= options.size ||
-              incoming[static_cast<size_t>(hello.rank)]) {
-            throw makeError(ErrorCode::kAuth, "unexpected greeting from ", peer_address);
-          }
-          const std::string& name = options.names[static_cast<size_t>(hello.rank)];
-          incoming[static_cast<size_t>(hello.rank)] = std::make_unique<TcpLink>(std::move(fd), hello.rank, name);
-          ++accepted;
-        } catch (const Error& e) {
-          if (e.code() != ErrorCode::kAuth) throw;
-          // A stranger without the secret: refuse it and keep waiting for the real peers.
-          log(LogLevel::kWarning, "refused a data connection: ", e.what());
-        }
-      }
+      incoming = acceptMeshPeers(listener.get(), acceptor_options, deadline);
     } catch (...) {
       accept_error = std::current_exception();
     }
@@ -75,7 +51,7 @@ std::unique_ptr<TcpMesh> TcpMesh::connect(Store& store, const Options& options, 
       const std::string& name = options.names[static_cast<size_t>(peer)];
       UniqueFd fd = connectTcp(host, peer_port, deadline);
       authenticateConnection(fd.get(), options.secret, false, deadline.at(), name);
-      Hello hello{kHelloMagic, options.rank};
+      MeshHello hello{MeshHello::kMagic, options.rank};
       sendFully(fd.get(), &hello, sizeof(hello), deadline, name);
       mesh->links_[static_cast<size_t>(peer)] = std::make_unique<TcpLink>(std::move(fd), peer, name);
     }
