@@ -106,7 +106,7 @@ void requirePeerLost(Handle& handle, int silent, const std::string& host) {
   bool lost = false;
   std::string what;
   try {
-    handle.wait(std::chrono::seconds(12));
+    handle.wait(std::chrono::seconds(8));  // 2 s of liveness timeout and 6 s of slack
     what = "the request succeeded";
   } catch (const Error& e) {
     what = std::string(errorCodeName(e.code())) + ": " + e.what();

@@ -13,6 +13,8 @@
 // beat and one per peer to read: N + 1 small requests per interval per rank, 60-125 us of CPU
 // (2-8 ranks, client and server) on loopback, so ~0.01% of a core at the default 1 s interval.
 // Judging only successful reads means a slow store delays detection but never causes it.
+// The beats share the communicator's store client, which sends one request at a time: nobody
+// may hold it in a long blocking get() while the runtime runs, or this rank's beats wait too.
 //
 // Threads: the constructor starts the thread; stop() (or the destructor) joins it. on_silent
 // runs on the monitor's thread.
