@@ -110,8 +110,16 @@ class Communicator {
 
   // Marks the communicator aborted with `reason`, wakes every rank blocked in a collective
   // with it (they see Error(kPeerLost) or Error(kAborted)), and closes the transports.
-  virtual void abort(const std::string& reason) = 0;
+  // May be called from any thread.
+  void abort(const std::string& reason) { abort(ErrorCode::kAborted, reason); }
+  // The same, with the code the peers report for it: kPeerLost when this rank found a peer
+  // silent (the runtime's liveness monitor), so every rank fails with the same code.
+  virtual void abort(ErrorCode code, const std::string& reason) = 0;
   virtual bool aborted() const = 0;
+
+  // The rendezvous store the ranks met through (null for one rank): a control path off the
+  // data plane, used by the runtime's liveness heartbeats.
+  virtual std::shared_ptr<Store> store() const { return nullptr; }
 
   // Names of the transports in use, e.g. "shm" or "shm+tcp".
   virtual std::string transportName() const = 0;

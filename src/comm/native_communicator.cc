@@ -111,20 +111,19 @@ void NativeCommunicator::checkUsable() const {
                   abort_reason_);
 }
 
-void NativeCommunicator::abort(const std::string& reason) {
+void NativeCommunicator::abort(ErrorCode code, const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(abort_mutex_);
     if (!aborted_.load()) {
       abort_reason_ = reason;
-      abort_code_ = ErrorCode::kAborted;
+      abort_code_ = code;
     }
   }
   aborted_.store(true);
   if (options_.store && options_.size > 1) {
     try {
       if (options_.store->add("abort/count", 1) == 1) {
-        options_.store->setString("abort/reason", std::string(errorCodeName(ErrorCode::kAborted)) +
-                                                      "\n" + reason);
+        options_.store->setString("abort/reason", std::string(errorCodeName(code)) + "\n" + reason);
       }
     } catch (const Error&) {
       // The store may be gone with the rank that served it; peers still see closed links.

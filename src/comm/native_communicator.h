@@ -42,8 +42,10 @@ class NativeCommunicator final : public Communicator {
                      ReduceOp op, Scaling scaling) override;
   void barrier() override;
 
-  void abort(const std::string& reason) override;
+  using Communicator::abort;
+  void abort(ErrorCode code, const std::string& reason) override;
   bool aborted() const override { return aborted_.load(); }
+  std::shared_ptr<Store> store() const override { return options_.store; }
   std::string transportName() const override;
 
   // Keeps an object (e.g. the store server rank 0 runs) alive as long as the communicator.

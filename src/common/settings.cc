@@ -87,6 +87,9 @@ const Field kFields[] = {
      "Abort the job after a stall this long (0: never)."},
     {"STALL_CHECK_DISABLE", &Settings::stall_check_disable, nullptr,
      "Turn the stall inspector off."},
+    {"LIVENESS_TIMEOUT_SECONDS", &Settings::liveness_timeout_seconds, kSeconds,
+     "Fail every pending collective when a peer's heartbeat is this old (stopped or wedged "
+     "process; 0: no heartbeats)."},
     {"AUTOTUNE", &Settings::autotune, nullptr,
      "Tune the fusion threshold and cycle time while training."},
     {"AUTOTUNE_LOG", &Settings::autotune_log, nullptr,

@@ -1,6 +1,8 @@
 #include "runtime/runtime_impl.h"
 
 #include <algorithm>
+#include <iomanip>
+#include <sstream>
 
 #include "common/logging.h"
 #include "runtime/request_validation.h"
@@ -55,6 +57,14 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
   // Horovod's HOROVOD_TIMELINE=DYNAMIC: a timeline that start_timeline() starts later.
   if (!settings.timeline_path.empty() && settings.timeline_path != kDynamicTimeline)
     startTimeline(settings.timeline_path, settings.timeline_mark_cycles);
+  // Before the background thread, which reads these pointers.
+  if (rank_ == 0 && !settings.stall_check_disable)
+    stall_reporter_ = std::make_unique<StallReporter>(settings.stall_check_seconds, *comm_);
+  if (settings.liveness_timeout_seconds > 0 && size_ > 1 && comm_->store()) {
+    liveness_ = std::make_unique<LivenessMonitor>(
+        comm_->store(), rank_, size_, settings.liveness_timeout_seconds,
+        [this](int rank, double seconds) { onPeerSilent(rank, seconds); });
+  }
   thread_ = std::thread([this] { backgroundLoop(); });
 }
 
@@ -104,6 +114,10 @@ void RuntimeImpl::shutdown() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Only now: while the background thread still ran (a negotiated stop waits for every peer),
+  // the monitor had to be able to free it from a stopped one.
+  liveness_.reset();
+  stall_reporter_.reset();
   failEverything(abortedError("the runtime was shut down"));
   timeline_.reset();
   executor_.setTimeline(nullptr);
@@ -296,8 +310,15 @@ void RuntimeImpl::backgroundLoop() {
                      "'s runtime failed: " + e.what());
       } catch (...) {
       }
+      // A silent peer's abort surfaces here as whatever the interrupted wait saw: the
+      // monitor's finding says what happened.
+      std::exception_ptr error = std::current_exception();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (peer_lost_) error = peer_lost_;
+      }
       log(LogLevel::kError, "runtime stopped: ", e.what());
-      failEverything(std::current_exception());
+      failEverything(error);
     }
     if (!go) break;
     // Counted from the end of the cycle's negotiation, which every rank leaves at about the
@@ -351,6 +372,7 @@ void RuntimeImpl::drainIncoming() {
 bool RuntimeImpl::runCycle() {
   ++cycle_;
   auto now = Clock::now();
+  if (stall_reporter_) stall_reporter_->cycleStarted(now);
   applyTimelineRequest();
   if (timeline_ && timeline_->markCycles())
     timeline_->marker("CYCLE " + std::to_string(cycle_), now);
@@ -397,6 +419,8 @@ bool RuntimeImpl::runCycle() {
   }
   auto negotiation_end = Clock::now();
   synchronized_at_ = negotiation_end;
+  // Before executing: a collective that blocks must find the reporter up to date.
+  if (stall_reporter_) stall_reporter_->publish(full ? table_.waiting(sets_) : std::move(waiting));
   size_t units = execute(ready);
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -412,10 +436,6 @@ bool RuntimeImpl::runCycle() {
   }
   idle_cycles_ = everyone_idle_ ? idle_cycles_ + 1 : 0;
 
-  if (rank_ == 0 && !waiting.empty()) {
-    std::string report = stall_inspector_.inspect(table_.waiting(sets_), *comm_, Clock::now());
-    if (!report.empty()) log(LogLevel::kWarning, report);
-  }
   if (stop_flags) {
     failEverything(abortedError(
         stall_stopped_ ? "the runtime was shut down by rank 0's stall inspector: "
@@ -619,6 +639,25 @@ void RuntimeImpl::failEverything(std::exception_ptr error) {
   pending_.clear();
   to_announce_.clear();
   for (auto& handle : victims) handle->fail(error);
+}
+
+void RuntimeImpl::onPeerSilent(int rank, double seconds) {
+  std::ostringstream message;
+  message << "rank " << rank << " on host " << comm_->host(rank) << " has not answered for "
+          << std::fixed << std::setprecision(1) << seconds
+          << " s (stopped or wedged; noticed by rank " << rank_
+          << ", RONDE_LIVENESS_TIMEOUT_SECONDS is " << std::defaultfloat
+          << settings_.liveness_timeout_seconds << ")";
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) return;  // the runtime already ended: nothing waits for that peer
+    if (!peer_lost_)
+      peer_lost_ = std::make_exception_ptr(Error(ErrorCode::kPeerLost, message.str()));
+  }
+  log(LogLevel::kError, message.str());
+  // Wakes the background thread from any wait (it fails every handle with peer_lost_), and
+  // tells the peers why, with the code they should report.
+  comm_->abort(ErrorCode::kPeerLost, message.str());
 }
 
 }  // namespace ronde::runtime

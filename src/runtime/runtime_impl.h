@@ -1,6 +1,10 @@
 // The Runtime: requests from any thread go into `incoming_`; one background thread negotiates
 // them with the other ranks every cycle and runs what is ready on the communicator.
 //
+// Two small threads watch it from outside: the liveness monitor (heartbeats; a silent peer
+// aborts the communicator, which wakes the background thread from any collective) and, on
+// rank 0, the stall reporter (its warnings must appear while the background thread is stuck).
+//
 // Locking: mutex_ guards the hand-over between callers and the background thread (incoming_,
 // in_flight_, the stop and fatal state). Everything under "background thread only" is touched
 // by that thread alone (and by shutdown() once the thread has been joined).
@@ -17,11 +21,13 @@
 
 #include "ronde/runtime.h"
 #include "runtime/executor.h"
+#include "runtime/liveness_monitor.h"
 #include "runtime/local_request.h"
 #include "runtime/negotiation_table.h"
 #include "runtime/process_sets.h"
 #include "runtime/response_cache.h"
 #include "runtime/stall_inspector.h"
+#include "runtime/stall_reporter.h"
 #include "runtime/timeline.h"
 
 namespace ronde::runtime {
@@ -70,6 +76,8 @@ class RuntimeImpl final : public Runtime {
   void finish(const RequestKey& key, std::shared_ptr<Tensor> output, std::vector<int64_t> result,
               std::exception_ptr error);
   void failEverything(std::exception_ptr error);
+  // Liveness thread: `rank` has been silent for `seconds`; fails everything with kPeerLost.
+  void onPeerSilent(int rank, double seconds);
   void applyTimelineRequest();
   [[noreturn]] void throwUnusable() const;  // with mutex_ held
   void registerInitialProcessSets(const std::vector<std::vector<int>>& process_sets);
@@ -88,6 +96,7 @@ class RuntimeImpl final : public Runtime {
   bool stopped_ = false;                // guarded by mutex_: the background thread ended
   bool shut_down_ = false;              // guarded by mutex_: shutdown() ran
   std::exception_ptr fatal_;            // guarded by mutex_
+  std::exception_ptr peer_lost_;        // guarded by mutex_: what the liveness monitor found
   int process_set_calls_ = 0;           // guarded by mutex_
 
   // Knobs: this rank's wish; rank 0's travels with the negotiation and everyone adopts it.
@@ -123,6 +132,9 @@ class RuntimeImpl final : public Runtime {
   RuntimeStats stats_;  // guarded by stats_mutex_
 
   std::thread thread_;
+  // Started before the background thread; stopped once it has been joined.
+  std::unique_ptr<StallReporter> stall_reporter_;  // rank 0, unless the inspector is disabled
+  std::unique_ptr<LivenessMonitor> liveness_;      // more than one rank, a store, a timeout
 };
 
 }  // namespace ronde::runtime

@@ -1,0 +1,85 @@
+#include "runtime/liveness_monitor.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "ronde/errors.h"
+
+namespace ronde::runtime {
+
+LivenessMonitor::LivenessMonitor(std::shared_ptr<Store> store, int rank, int size,
+                                 double timeout_seconds, OnSilent on_silent)
+    : store_(std::move(store)),
+      rank_(rank),
+      timeout_(std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(timeout_seconds))),
+      interval_(intervalFor(timeout_seconds)),
+      on_silent_(std::move(on_silent)),
+      peers_(static_cast<size_t>(size)) {
+  RONDE_CHECK(store_ != nullptr, "liveness needs the rendezvous store");
+  thread_ = std::thread([this] { loop(); });
+}
+
+LivenessMonitor::~LivenessMonitor() { stop(); }
+
+void LivenessMonitor::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+LivenessMonitor::Clock::duration LivenessMonitor::intervalFor(double timeout_seconds) {
+  auto fifth = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(timeout_seconds / 5));
+  return std::clamp<Clock::duration>(fifth, std::chrono::milliseconds(10), std::chrono::seconds(1));
+}
+
+std::string LivenessMonitor::key(int rank) { return "liveness/" + std::to_string(rank); }
+
+void LivenessMonitor::loop() {
+  bool store_slow_reported = false;
+  for (;;) {
+    try {
+      round();
+      store_slow_reported = false;
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kPeerLost) {
+        // The store went away (the job is ending, or its server died): nothing left to judge.
+        log(LogLevel::kDebug, "liveness heartbeats stop: ", e.what());
+        return;
+      }
+      // Without answers nobody can be judged; peers are judged again once the store answers.
+      if (!store_slow_reported) log(LogLevel::kWarning, "liveness heartbeat failed: ", e.what());
+      store_slow_reported = true;
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (wake_.wait_for(lock, interval_, [this] { return stop_; })) return;
+  }
+}
+
+void LivenessMonitor::round() {
+  store_->add(key(rank_), 1);
+  if (reported_) return;  // still beating: the peers may be judging this rank
+  for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
+    if (r == rank_) continue;
+    const int64_t beats = store_->add(key(r), 0);
+    const auto now = Clock::now();
+    Peer& peer = peers_[static_cast<size_t>(r)];
+    if (!peer.beats || *peer.beats != beats) {
+      peer.beats = beats;
+      peer.moved_at = now;
+      continue;
+    }
+    // Both reads succeeded, `timeout` apart, and the counter stood still between them.
+    if (now - peer.moved_at >= timeout_) {
+      reported_ = true;
+      on_silent_(r, std::chrono::duration<double>(now - peer.moved_at).count());
+      return;
+    }
+  }
+}
+
+}  // namespace ronde::runtime

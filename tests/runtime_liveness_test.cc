@@ -1,0 +1,303 @@
+// Liveness and stalls while the background thread is stuck: a stopped (SIGSTOP) rank fails
+// every other rank's pending handle with kPeerLost naming it and its host, long before the
+// collective timeout; a slow but running rank is not flagged; and the stall inspector still
+// reports from its own thread while the background thread is blocked in a collective.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "runtime/liveness_monitor.h"
+#include "support/runtime_harness.h"
+#include "support/runtime_harness_require.h"
+
+namespace ronde::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Request allreduceOf(const std::string& name, std::shared_ptr<Tensor> t) {
+  Request r;
+  r.name = name;
+  r.input = r.output = t;
+  return r;
+}
+
+std::string thisHost() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// True once /proc says the process is stopped (state T).
+bool isStopped(pid_t pid) {
+  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+}
+
+// Segments named after `pid` (the local rank 0 that created its host's arena).
+bool shmLeftBy(pid_t pid) {
+  std::string prefix = "ronde-" + std::to_string(pid) + "-";
+  bool found = false;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (dirent* entry = ::readdir(dir))
+      found |= std::string(entry->d_name).rfind(prefix, 0) == 0;
+    ::closedir(dir);
+  }
+  return found;
+}
+
+Settings livenessSettings(double timeout_seconds) {
+  Settings s = runtimeTestSettings();
+  s.liveness_timeout_seconds = timeout_seconds;
+  return s;
+}
+
+// Like runRuntimeRanks, but returns the outcomes: the stopped rank ends killed by SIGKILL.
+std::vector<ChildOutcome> runJob(const RankSpec& spec, const Settings& settings,
+                                 const RuntimeBody& body) {
+  return runProcessesRaw(spec, [&](int rank, int port) {
+    RuntimeContext ctx;
+    ctx.rank = rank;
+    ctx.size = spec.size;
+    ctx.spec = spec;
+    ctx.store = connectStore(spec, port);
+    auto runtime = Runtime::init(settings, ctx.communicator("world", rank, spec.size));
+    body(runtime, ctx);
+    if (runtime) runtime->shutdown();
+  });
+}
+
+void expectKilledAndOthersPassed(const std::vector<ChildOutcome>& outcomes, int killed) {
+  for (const ChildOutcome& o : outcomes) {
+    if (o.rank == killed) {
+      EXPECT_EQ(o.signal, SIGKILL) << "rank " << o.rank << " (the stopped one): " << o.message;
+    } else {
+      EXPECT_EQ(o.exit_code, 0) << "rank " << o.rank << " failed: " << o.message;
+    }
+  }
+}
+
+void publishPid(RuntimeContext& ctx) {
+  ctx.store->setString("test/pid/" + std::to_string(ctx.rank), std::to_string(::getpid()));
+}
+
+pid_t pidOf(RuntimeContext& ctx, int rank) {
+  return static_cast<pid_t>(std::stol(
+      ctx.store->getString("test/pid/" + std::to_string(rank), std::chrono::seconds(20))));
+}
+
+// The handle must fail with kPeerLost naming `silent` and its host, within the liveness
+// timeout and a few seconds (the collective timeout is 60 s: only liveness can be that quick).
+void requirePeerLost(Handle& handle, int silent, const std::string& host) {
+  bool lost = false;
+  std::string what;
+  try {
+    handle.wait(std::chrono::seconds(8));  // 2 s of liveness timeout and 6 s of slack
+    what = "the request succeeded";
+  } catch (const Error& e) {
+    what = std::string(errorCodeName(e.code())) + ": " + e.what();
+    lost = e.code() == ErrorCode::kPeerLost;
+  }
+  const std::string named =
+      "rank " + std::to_string(silent) + " on host " + host + " has not answered";
+  REQUIRE(lost && what.find(named) != std::string::npos,
+          "expected kPeerLost naming '" << named << "', got " << what);
+}
+
+TEST(LivenessMonitor, ReportsOnlyThePeerThatStopsBeating) {
+  auto store = makeMemoryStore();
+  std::atomic<int> reports{0};
+  std::atomic<int> silent_rank{-1};
+  std::atomic<double> silent_for{0};
+  auto on_silent = [&](int rank, double seconds) {
+    silent_rank = rank;
+    silent_for = seconds;
+    ++reports;
+  };
+  auto never = [&](int, double) { ++reports; };
+  runtime::LivenessMonitor zero(store, 0, 3, 1.0, on_silent);
+  runtime::LivenessMonitor one(store, 1, 3, 1.0, never);
+  auto two = std::make_unique<runtime::LivenessMonitor>(store, 2, 3, 1.0, never);
+  // All three beat for several timeouts: nobody is reported.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_EQ(reports.load(), 0);
+  two.reset();  // rank 2 goes silent (as a stopped process's thread does)
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (reports.load() < 2 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Ranks 0 and 1 each report rank 2, once, silent for at least the timeout.
+  EXPECT_EQ(reports.load(), 2);
+  EXPECT_EQ(silent_rank.load(), 2);
+  EXPECT_GE(silent_for.load(), 1.0);
+}
+
+TEST(RuntimeLiveness, StoppedRankFailsThePeerWithPeerLostTwoRanks) {
+  RankSpec spec;
+  spec.size = 2;
+  spec.timeout_seconds = 30;  // a failure here would otherwise hang until the harness kills it
+  spec.collective_timeout_ms = 60000;
+  const std::string host = thisHost();
+  auto outcomes =
+      runJob(spec, livenessSettings(2), [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        ::freopen("/dev/null", "w", stderr);
+        publishPid(ctx);
+        rt->enqueue(allreduceOf("warm", filledFloats(1000, 1.0f)))->wait();
+        // 16 MiB: the stop lands inside the collective (or its negotiation), not between steps.
+        auto step = rt->enqueue(allreduceOf("step", filledFloats(4 << 20, 1.0f)));
+        if (ctx.rank == 1) {
+          ::raise(SIGSTOP);  // wedged: every thread of this process stops, its heartbeat too
+          return;            // never reached: rank 0 kills it
+        }
+        requirePeerLost(*step, 1, host);
+        REQUIRE(!rt->isInitialized(), "the runtime stopped");
+        pid_t stopped = pidOf(ctx, 1);
+        REQUIRE(isStopped(stopped), "rank 1 is still stopped, not dead");
+        ::kill(stopped, SIGKILL);
+        rt->shutdown();  // does not hang on the dead peer
+        REQUIRE(!shmLeftBy(::getpid()), "no shared memory is left in /dev/shm");
+      });
+  expectKilledAndOthersPassed(outcomes, 1);
+}
+
+TEST(RuntimeLiveness, StoppedRankFailsEveryPeerWithPeerLostThreeRanksTwoHosts) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.hosts = {"hostA", "hostA", "hostB"};  // ranks 0, 1 share memory; rank 2 over TCP
+  spec.timeout_seconds = 30;
+  spec.collective_timeout_ms = 60000;
+  auto outcomes =
+      runJob(spec, livenessSettings(2), [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        ::freopen("/dev/null", "w", stderr);
+        publishPid(ctx);
+        rt->enqueue(allreduceOf("warm", filledFloats(1000, 1.0f)))->wait();
+        // Rank 0 (which created hostA's shared memory) is stopped from outside while every rank
+        // is inside the same large allreduce.
+        auto step = rt->enqueue(allreduceOf("step", filledFloats(4 << 20, 1.0f)));
+        if (ctx.rank == 0) {
+          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // stopped, then killed
+        }
+        pid_t victim = pidOf(ctx, 0);
+        if (ctx.rank == 2) ::kill(victim, SIGSTOP);
+        requirePeerLost(*step, 0, "hostA");
+        REQUIRE(!rt->isInitialized(), "the runtime stopped");
+        if (ctx.rank == 2) {
+          REQUIRE(isStopped(victim), "rank 0 is still stopped, not dead");
+          ctx.store->get("test/rank1_saw_it", std::chrono::seconds(20));
+          ::kill(victim, SIGKILL);
+          for (int i = 0; i < 500 && isStopped(victim); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          ctx.store->setString("test/killed", "1");
+        } else {
+          ctx.store->setString("test/rank1_saw_it", "1");
+          ctx.store->get("test/killed", std::chrono::seconds(20));
+          // The segment's name went with the mapping of every rank: nothing is left behind.
+          REQUIRE(!shmLeftBy(victim), "no shared memory of rank 0 is left in /dev/shm");
+        }
+        rt->shutdown();
+      });
+  expectKilledAndOthersPassed(outcomes, 0);
+}
+
+TEST(RuntimeLiveness, SlowButRunningRankIsNotFlagged) {
+  RankSpec spec;
+  spec.size = 2;
+  spec.timeout_seconds = 30;
+  runRuntimeRanks(spec, livenessSettings(2),
+                  [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+                    auto t = filledFloats(1000, 1.0f);
+                    rt->enqueue(allreduceOf("warm", t))->wait();
+                    // Rank 1 "computes" for longer than the liveness timeout before it submits;
+                    // rank 0 waits meanwhile. Its heartbeat thread runs, so nobody is lost.
+                    if (ctx.rank == 1) std::this_thread::sleep_for(std::chrono::seconds(3));
+                    auto x = filledFloats(8, 1.0f);
+                    rt->enqueue(allreduceOf("late", x))->wait(std::chrono::seconds(30));
+                    for (int i = 0; i < 8; ++i) {
+                      REQUIRE(x->as<float>()[i] == 2.0f * (1.0f + static_cast<float>(i)),
+                              "element " << i << " is " << x->as<float>()[i]);
+                    }
+                    REQUIRE(rt->isInitialized(), "the runtime still runs");
+                  });
+}
+
+TEST(RuntimeLiveness, StallReportAppearsWhileTheBackgroundThreadIsBlocked) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.timeout_seconds = 30;
+  spec.collective_timeout_ms = 60000;
+  Settings settings = livenessSettings(0);  // liveness off: the block lasts until the kill
+  settings.stall_check_disable = false;
+  settings.stall_check_seconds = 1.0;
+  const std::string log_path = "/tmp/ronde-liveness-stall-" + std::to_string(::getpid()) + ".log";
+  auto outcomes = runJob(spec, settings, [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+    if (ctx.rank == 0) {
+      FILE* f = std::fopen(log_path.c_str(), "w");
+      ::dup2(fileno(f), 2);
+    } else {
+      ::freopen("/dev/null", "w", stderr);
+    }
+    publishPid(ctx);
+    rt->enqueue(allreduceOf("warm", filledFloats(4, 1.0f)))->wait();
+    std::shared_ptr<Handle> lonely;
+    if (ctx.rank == 1) {
+      // Announced at once (never seen before, so not cached), then rank 2 stops: rank 0's
+      // background thread blocks in the next negotiation, before the check time is up.
+      lonely = rt->enqueue(allreduceOf("lonely", filledFloats(4, 1.0f)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ctx.store->setString("test/announced", "1");
+    }
+    if (ctx.rank == 2) {
+      ctx.store->get("test/announced", std::chrono::seconds(20));
+      ::raise(SIGSTOP);
+      return;
+    }
+    if (ctx.rank == 0) {
+      pid_t stopped = pidOf(ctx, 2);
+      ctx.store->get("test/announced", std::chrono::seconds(20));
+      std::string log;
+      auto deadline = Clock::now() + std::chrono::seconds(15);
+      while (Clock::now() < deadline) {
+        std::fflush(stderr);
+        log = readFile(log_path);
+        if (log.find("background thread has been in one cycle") != std::string::npos) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      REQUIRE(isStopped(stopped), "rank 2 stayed stopped (the background thread is blocked)");
+      REQUIRE(log.find("'lonely'") != std::string::npos,
+              "a stall report names the tensor: " << log);
+      REQUIRE(log.find("submitted by rank 1 (host") != std::string::npos,
+              "and who submitted: " << log);
+      REQUIRE(log.find("missing on rank 0 (host") != std::string::npos &&
+                  log.find("rank 2 (host") != std::string::npos,
+              "and the missing ranks: " << log);
+      REQUIRE(log.find("background thread has been in one cycle") != std::string::npos,
+              "and that the background thread is stuck: " << log);
+      std::remove(log_path.c_str());
+      ::kill(stopped, SIGKILL);
+    }
+    // The kill ends the block: the dead peer fails what was pending.
+    try {
+      if (lonely) lonely->wait(std::chrono::seconds(30));
+    } catch (const Error&) {
+    }
+    for (int i = 0; i < 3000 && rt->isInitialized(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  expectKilledAndOthersPassed(outcomes, 2);
+}
+
+}  // namespace
+}  // namespace ronde::testing
