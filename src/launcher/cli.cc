@@ -134,6 +134,13 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          "Shut down when ranks wait this long for others; 0 never (default 0)")
       ->check(atLeast(0))
       ->group("Stall check");
+  run->add_option_function<double>(
+         "--liveness-timeout-seconds",
+         [env](double s) { setVariable(env, "RONDE_LIVENESS_TIMEOUT_SECONDS", formatNumber(s)); },
+         "Fail the job when a rank's heartbeat stops this long (stopped or wedged); 0 never "
+         "(default 10)")
+      ->check(atLeast(0))
+      ->group("Stall check");
   run->add_option_function<std::string>(
          "--log-level",
          [env](const std::string& level) {

@@ -155,7 +155,7 @@ def test_tuning_flags_become_settings():
                   "--timeline-mark-cycles", "--stall-check-warning-time-seconds", "30",
                   "--stall-check-shutdown-time-seconds", "120", "--no-stall-check",
                   "--log-level", "debug", "--start-timeout", "45", "--disable-cache",
-                  "sh", "-c", "env | grep ^RONDE_ | sort"])
+                  "--liveness-timeout-seconds", "4.5", "sh", "-c", "env | grep ^RONDE_ | sort"])
     assert result.returncode == 0, result.stderr
     env = dict(line.split("=", 1) for line in rank_lines(result.stdout)[0])
     assert env["RONDE_FUSION_THRESHOLD"] == str(32 * 1024 * 1024)
@@ -168,6 +168,7 @@ def test_tuning_flags_become_settings():
     assert env["RONDE_STALL_CHECK_DISABLE"] == "1"
     assert env["RONDE_LOG_LEVEL"] == "DEBUG"
     assert env["RONDE_START_TIMEOUT"] == "45"
+    assert env["RONDE_LIVENESS_TIMEOUT_SECONDS"] == "4.5"
     assert "RONDE_INTERFACE" not in env
 
 
