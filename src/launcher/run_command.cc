@@ -294,10 +294,10 @@ int runJob(const RunOptions& options) {
     std::vector<int> cpus = cpusForRank(bind_to, placement.local_rank, placement.local_size,
                                         topology, &binding_warning);
     if (!binding_warning.empty() && placement.local_rank == 0) {
-      report("--bind-to ", bindToName(bind_to), " on ", placement.host, ": ", binding_warning);
+      report("--bind-to ", bindToName(bind_to), " on ", hostname, ": ", binding_warning);
     }
     if (options.report_bindings) {
-      report("rank ", placement.rank, " on ", placement.host, ": ",
+      report("rank ", placement.rank, " on ", hostname, ": ",
              cpus.empty()
                  ? std::string("not bound")
                  : "bound to CPUs " + formatCpuList(cpus) + " (--bind-to " +
@@ -306,6 +306,8 @@ int runJob(const RunOptions& options) {
 
     WorkerLaunch launch;
     launch.placement = placement;
+    // Reports name the host as the ranks themselves do (RONDE_HOSTNAME): one failure, one name.
+    launch.placement.host = hostname;
     launch.remote = !local;
     if (local) {
       launch.request = {options.command, mergeEnvironment(environ, variables), false, cpus};
@@ -319,7 +321,7 @@ int runJob(const RunOptions& options) {
       launch.stdin_data = remoteStdinPreamble(job.secret);
     }
     if (options.verbose) {
-      report("rank ", placement.rank, " on ", placement.host, local ? " (local)" : " (ssh)",
+      report("rank ", placement.rank, " on ", hostname, local ? " (local)" : " (ssh)",
              ": local rank ", placement.local_rank, "/", placement.local_size, ", cross rank ",
              placement.cross_rank, "/", placement.cross_size, ", store ", store_address,
              cpus.empty() ? std::string(", not bound") : ", CPUs " + formatCpuList(cpus));

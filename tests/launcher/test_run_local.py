@@ -90,7 +90,7 @@ def test_output_filename_writes_per_rank_files(tmp_path):
 def test_exit_code_of_a_failing_rank_is_the_launchers():
     result = run(["run", "-np", "3", "sh", "-c", 'test "$RONDE_RANK" = 1 && exit 7; exit 0'])
     assert result.returncode == 7
-    assert "ronde run: rank 1 on host localhost exited with code 7" in result.stderr
+    assert "ronde run: rank 1 on host %s exited with code 7" % os.uname().nodename in result.stderr
 
 
 def test_crashing_worker_stops_the_job_and_the_others_are_killed():
@@ -101,8 +101,8 @@ def test_crashing_worker_stops_the_job_and_the_others_are_killed():
     result = run(["run", "-np", "4", "sh", "-c", script], timeout=60)
     assert time.monotonic() - start < 20
     assert result.returncode == 128 + signal.SIGSEGV
-    assert ("ronde run: rank 2 on host localhost killed by signal 11 (Segmentation fault)"
-            in result.stderr)
+    assert ("ronde run: rank 2 on host %s killed by signal 11 (Segmentation fault)"
+            % os.uname().nodename in result.stderr)
     assert "stopping the other 3 ranks" in result.stderr
     assert wait_for(lambda: not pids_with(marker), 5), pids_with(marker)
 
@@ -293,7 +293,7 @@ def test_ranks_that_fit_get_a_core_each_by_default():
         assert all(len(bound[r]) >= 1 for r in range(ranks))
         assert not (bound[0] & bound[1]), bound  # distinct cores
     for r in range(ranks):
-        assert "rank %d on localhost: bound to CPUs" % r in result.stderr
+        assert "rank %d on %s: bound to CPUs" % (r, os.uname().nodename) in result.stderr
 
 
 def test_oversubscribed_ranks_float_and_bind_to_none_binds_nothing():
