@@ -4,6 +4,7 @@
 # Python tests it registers run against the venvs of scripts/setup_python.sh, when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/ccache_env.sh
 build=${RONDE_BUILD_DIR:-build}
 pythons=()
 for venv in .venv .venv-debian; do

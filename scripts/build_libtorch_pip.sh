@@ -4,6 +4,7 @@
 # same sources that build/ compiles against Debian's libtorch-dev.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/ccache_env.sh
 build=${RONDE_TORCH_PIP_BUILD_DIR:-build-torch-pip}
 venv=${RONDE_VENV:-.venv}
 prefix=$("$venv/bin/python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')

@@ -6,6 +6,7 @@
 # (the CMake tree of the wheel stays in build-wheel/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/ccache_env.sh
 venv=${RONDE_VENV:-.venv}
 debian_venv=${RONDE_DEBIAN_VENV:-.venv-debian}
 pip_quiet=(-q --disable-pip-version-check)

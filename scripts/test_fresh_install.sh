@@ -4,11 +4,14 @@
 # 2-rank job through the installed `ronde` command. Prints one line per check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/ccache_env.sh
 work=$(mktemp -d /tmp/ronde-fresh.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+build=$PWD/build-fresh  # in the checkout, so ccache (scripts/ccache_env.sh) can share objects
+rm -rf "$build"
+trap 'rm -rf "$work" "$build"' EXIT
 python3 -m venv "$work/venv"
 pip=("$work/venv/bin/python" -m pip -q --disable-pip-version-check)
-"${pip[@]}" install --config-settings=build-dir="$work/build" .
+"${pip[@]}" install --config-settings=build-dir="$build" .
 "${pip[@]}" install torch==2.13.0
 cd "$work"  # away from the source tree, so only the installed package can be imported
 "$work/venv/bin/python" -c "import ronde.torch as hvd, ronde; print('fresh install: import ronde.torch ok, ronde', ronde.__version__)"

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""ronde.torch against Horovod 0.28.1 (horovod.torch over MPI), the same script with the
+import swapped, 2 ranks on this host, rounds interleaved:
+
+  - allreduce_ of one float32 tensor, 4 KiB to 64 MiB: time per call;
+  - a step of 200 x 16 KiB allreduce_async_ then synchronize (many small gradients): time
+    per step.
+
+    .venv-horovod/bin/python bench/horovod_peer_bench.py [--rounds 5]
+
+The python must import both ronde.torch and horovod.torch (bench/setup_horovod.sh makes
+.venv-horovod and scripts/setup_python.sh's wheel can be installed into it). ronde runs under
+`ronde run`, Horovod under `mpirun`; both bind one core per rank. Reports medians over rounds
+and the ratio Horovod time / ronde time (above 1: ronde is faster).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+
+
+def timed(fn, min_seconds=0.3, min_calls=5, warmup=3):
+    """Median of three trials, each repeating fn for about min_seconds."""
+    for _ in range(warmup):
+        fn()
+    began, calls = time.perf_counter(), 0
+    while calls < min_calls or time.perf_counter() - began < min_seconds / 3:
+        fn()
+        calls += 1
+    trials = []
+    for _ in range(3):
+        began = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        trials.append((time.perf_counter() - began) / calls)
+    return statistics.median(trials)
+
+
+def worker(args):
+    import torch
+    torch.set_num_threads(1)
+    if args.mode == "ronde":
+        import ronde.torch as hvd
+    else:
+        import horovod.torch as hvd
+    hvd.init()
+    results = {}
+    for size in SIZES:
+        tensor = torch.ones(size // 4)
+
+        def one():
+            hvd.allreduce_(tensor, name="sweep.%d" % size, op=hvd.Sum)
+        seconds = max(hvd.allgather_object(timed(one)))
+        results["allreduce_%d" % size] = seconds
+    grads = [torch.ones(4096) for _ in range(200)]  # 16 KiB each
+
+    def step():
+        handles = [hvd.allreduce_async_(g, name="grad.%d" % i) for i, g in enumerate(grads)]
+        for h in handles:
+            hvd.synchronize(h)
+    results["step_200x16KiB"] = max(hvd.allgather_object(timed(step)))
+    if hvd.rank() == 0:
+        print("RESULT " + json.dumps(results), flush=True)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def run_one(args, mode):
+    me = [args.python, os.path.abspath(__file__), "--worker", "--mode", mode]
+    if mode == "horovod":
+        command = ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core",
+                   "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"] + me
+    else:
+        command = [args.ronde, "run", "-np", "2", "--bind-to", "core"] + me
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    for line in out.stdout.splitlines():
+        if "RESULT " in line:
+            return json.loads(line.split("RESULT ", 1)[1])
+    raise RuntimeError("%s failed:\n%s\n%s" % (mode, out.stdout, out.stderr))
+
+
+def label(key):
+    if key.startswith("allreduce_"):
+        size = int(key.split("_")[1])
+        return "allreduce %s" % ("%d KiB" % (size >> 10) if size < (1 << 20)
+                                 else "%d MiB" % (size >> 20))
+    return "step 200 x 16 KiB"
+
+
+def drive(args):
+    rounds = {"ronde": [], "horovod": []}
+    for index in range(args.rounds):
+        for mode in ("ronde", "horovod"):
+            rounds[mode].append(run_one(args, mode))
+        print("round %d/%d done" % (index + 1, args.rounds), file=sys.stderr, flush=True)
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    print("2 ranks, %d rounds (medians); load average at end: %s" % (args.rounds, load))
+    print("%-20s %12s %12s %10s" % ("", "ronde", "Horovod", "Hvd/ronde"))
+    for key in rounds["ronde"][0]:
+        ours = statistics.median(r[key] for r in rounds["ronde"])
+        theirs = statistics.median(r[key] for r in rounds["horovod"])
+        ratio = statistics.median(h[key] / r[key]
+                                  for r, h in zip(rounds["ronde"], rounds["horovod"]))
+        print("%-20s %10.3f ms %10.3f ms %9.2fx" % (label(key), 1e3 * ours, 1e3 * theirs, ratio))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=["ronde", "horovod"], default="ronde")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--ronde", default=shutil.which("ronde", path=os.path.dirname(
+        sys.executable)) or "ronde")
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+    else:
+        drive(args)
+
+
+if __name__ == "__main__":
+    main()
