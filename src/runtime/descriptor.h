@@ -55,6 +55,8 @@ class WireWriter {
   std::vector<uint8_t> bytes_;
 };
 
+// Reads what WireWriter wrote. A malformed message (truncated, a length past its end, an
+// unknown enum value) throws Error(kInternal) naming what was wrong, before allocating.
 class WireReader {
  public:
   WireReader(const uint8_t* data, size_t size) : p_(data), end_(data + size) {}
@@ -69,6 +71,9 @@ class WireReader {
 
  private:
   void raw(void* out, size_t n);
+  size_t remaining() const;
+  // A length prefix, checked against the bytes left for elements of `element_size` bytes.
+  size_t length(const char* what, size_t element_size);
   const uint8_t* p_;
   const uint8_t* end_;
 };
