@@ -183,6 +183,14 @@ std::string formatShape(const std::vector<int64_t>& shape) {
   return out.str();
 }
 
+std::string tensorName(const std::string& name, uint8_t kind) {
+  const std::string prefix = std::string(kindName(kind)) + ".";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return name;
+  std::string rest = name.substr(prefix.size());
+  if (rest.rfind("noname.", 0) == 0) return name;
+  return rest;
+}
+
 namespace {
 
 bool reduces(uint8_t kind) {

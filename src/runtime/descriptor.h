@@ -85,4 +85,11 @@ std::string findMismatch(const std::vector<std::optional<Descriptor>>& per_rank)
 
 std::string formatShape(const std::vector<int64_t>& shape);
 
+// The tensor a request is for. Horovod's frontends scope a user's name by kind
+// ("allreduce.grad"); that prefix is dropped, so that "allreduce.grad" and "allgather.grad"
+// are one tensor, which one rank may have in flight once and all ranks must agree on.
+// Automatic names ("allreduce.noname.3", numbered per kind) keep the prefix: the user chose
+// nothing that could clash.
+std::string tensorName(const std::string& name, uint8_t kind);
+
 }  // namespace ronde::runtime
