@@ -47,7 +47,7 @@ int listeningSockets() {
       std::istringstream fields(line);
       std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
       fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
-      // The test parent's store server socket is inherited through fork: not ronde's.
+      // The test's store server (once inherited through fork; a process of its own now).
       int port = std::stoi(local.substr(local.find(':') + 1), nullptr, 16);
       if (state == "0A" && mine.count(inode) && port != rendezvousPort()) ++listening;
     }

@@ -86,6 +86,18 @@ std::vector<MismatchCase> cases() {
          return r;
        },
        {"kind mismatch", "allreduce", "allgather"}},
+      {"kind under kind-scoped names",  // Horovod's frontends name requests "<kind>.<name>"
+       [](int rank) {
+         Request r = base(rank);
+         r.name = "allreduce.m";
+         if (rank == 1) {
+           r.kind = RequestKind::kAllgather;
+           r.output = nullptr;
+           r.name = "allgather.m";
+         }
+         return r;
+       },
+       {"kind mismatch", "ranks 0, 2 have allreduce", "rank 1 has allgather", "'allgather.m'"}},
       {"device",
        [](int rank) {
          Request r = base(rank);
@@ -151,6 +163,44 @@ INSTANTIATE_TEST_SUITE_P(Cases, RuntimeMismatch,
                            }
                            return name;
                          });
+
+TEST(RuntimeMismatch, ATensorIsInFlightOnceWhateverItsKindButAutomaticNamesNeverClash) {
+  RankSpec spec;
+  spec.size = 2;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        Request reduce = base(ctx.rank);
+        reduce.name = "allreduce.t";
+        auto h = rt->enqueue(reduce);
+        Request gather;
+        gather.kind = RequestKind::kAllgather;
+        gather.name = "allgather.t";
+        gather.input = filledFloats(2, 1.0f);
+        bool refused = false;
+        try {
+          rt->enqueue(gather);
+        } catch (const Error& e) {
+          refused = e.code() == ErrorCode::kInvalidArgument &&
+                    std::string(e.what()).find("already in flight") != std::string::npos;
+        }
+        REQUIRE(refused, "a second kind of tensor 't' was accepted while one is in flight");
+        h->wait(std::chrono::seconds(30));
+        REQUIRE(std::static_pointer_cast<HostTensor>(reduce.input)->as<float>()[1] == 4.0f,
+                "allreduce.t result");
+        rt->enqueue(gather)->wait(std::chrono::seconds(30));  // free again once it completed
+
+        // Automatic names are numbered per kind: these are two tensors, both in flight.
+        Request a = base(ctx.rank);
+        a.name = "allreduce.noname.0";
+        Request g = gather;
+        g.name = "allgather.noname.0";
+        auto ha = rt->enqueue(a);
+        auto hg = rt->enqueue(g);
+        ha->wait(std::chrono::seconds(30));
+        hg->wait(std::chrono::seconds(30));
+        REQUIRE(hg->output()->numel() == 4, "allgather of 2 x 2 ranks");
+      });
+}
 
 TEST(RuntimeMismatch, ASignatureChangeAfterCachingIsStillChecked) {
   RankSpec spec;

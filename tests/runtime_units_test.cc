@@ -82,6 +82,34 @@ TEST(RuntimeUnits, TableIsReadyWhenEveryMemberAnnouncedInAnnouncementOrder) {
   EXPECT_TRUE(table.empty());
 }
 
+TEST(RuntimeUnits, ATensorAnnouncedAsTwoKindsFailsOnceEveryMemberAnnouncedIt) {
+  ProcessSets sets(3);
+  NegotiationTable table(3);
+  auto now = Clock::now();
+  Descriptor gather = allreduce("allgather.w", 4);
+  gather.kind = static_cast<uint8_t>(RequestKind::kAllgather);
+  table.announce(0, allreduce("allreduce.w", 4), now);
+  table.announce(1, gather, now);
+  EXPECT_TRUE(table.announced(allreduce("allreduce.w", 4)));
+  EXPECT_TRUE(table.announced(allreduce("w", 4)));  // the same tensor, by the C++ API's name
+  EXPECT_FALSE(table.announced(allreduce("allreduce.noname.0", 4)));
+  EXPECT_TRUE(table.takeReady(sets).empty());  // rank 2 may still announce either
+  table.announce(2, allreduce("allreduce.w", 4), now);
+  auto ready = table.takeReady(sets);
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[0].key.second, "allreduce.w");
+  EXPECT_EQ(ready[1].key.second, "allgather.w");
+  const std::string expected =
+      "tensor 'w': kind mismatch between ranks: ranks 0, 2 have allreduce; rank 1 has allgather "
+      "(announced as rank 0 'allreduce.w', rank 1 'allgather.w', rank 2 'allreduce.w')";
+  for (const Response& r : ready) {
+    EXPECT_EQ(r.error, expected);
+    EXPECT_EQ(r.error_code, ErrorCode::kMismatch);
+  }
+  EXPECT_TRUE(table.empty());
+  EXPECT_FALSE(table.announced(allreduce("allreduce.w", 4)));
+}
+
 TEST(RuntimeUnits, JoinedRanksCountForAllreduceOnlyAndJoinReportsTheLast) {
   ProcessSets sets(3);
   NegotiationTable table(3);

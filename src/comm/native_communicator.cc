@@ -287,7 +287,9 @@ void NativeCommunicator::allgatherv(const void* in, void* out, const std::vector
       shmAllgatherv(shmOp(call), in, out, counts, type);
       return;
     }
-    if (my_block != in) std::memmove(my_block, in, counts[static_cast<size_t>(rank())] * elem);
+    const size_t my_bytes = counts[static_cast<size_t>(rank())] * elem;
+    // An empty contribution may come with a null pointer: memmove forbids it even for 0 bytes.
+    if (my_block != in && my_bytes > 0) std::memmove(my_block, in, my_bytes);
     if (size() == 1) return;
     verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
     ringAllgatherv(world_, out, counts, type, call.ctx);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <set>
@@ -132,7 +133,8 @@ std::vector<RankPlacement> placeRanks(const std::vector<HostSlots>& hosts, int n
     throw makeError(ErrorCode::kInvalidArgument, "-np ", num_ranks,
                     ": the number of ranks must be positive");
   }
-  int total_slots = 0;
+  // 64 bits: a big hostfile's slots (up to 999999 each) can add up past INT_MAX.
+  int64_t total_slots = 0;
   for (const HostSlots& host : hosts) total_slots += host.slots;
   if (num_ranks > total_slots) {
     throw makeError(ErrorCode::kInvalidArgument, "-np ", num_ranks, ": more ranks than slots (",

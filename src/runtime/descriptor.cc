@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <string_view>
 
 namespace ronde::runtime {
 
@@ -76,10 +77,33 @@ void WireWriter::descriptor(const Descriptor& d) {
   i32(d.group_size);
 }
 
+namespace {
+
+// The messages come from peers running the same build, so a malformed one is a bug or a
+// corrupted stream: an internal error that says what was wrong, never a wild allocation.
+template <typename... Parts>
+[[noreturn]] void malformed(const Parts&... parts) {
+  throw makeError(ErrorCode::kInternal, "malformed negotiation message: ", parts...);
+}
+
+}  // namespace
+
+size_t WireReader::remaining() const { return static_cast<size_t>(end_ - p_); }
+
 void WireReader::raw(void* out, size_t n) {
-  RONDE_CHECK(static_cast<size_t>(end_ - p_) >= n, "negotiation message truncated");
+  if (remaining() < n) malformed("truncated: ", n, " bytes wanted, ", remaining(), " left");
+  if (n == 0) return;  // memcpy with a null pointer is undefined even for 0 bytes
   std::memcpy(out, p_, n);
   p_ += n;
+}
+
+size_t WireReader::length(const char* what, size_t element_size) {
+  int32_t n = i32();
+  if (n < 0) malformed(what, " length ", n, " is negative");
+  if (static_cast<size_t>(n) > remaining() / element_size) {
+    malformed(what, " length ", n, " exceeds the ", remaining(), " bytes left");
+  }
+  return static_cast<size_t>(n);
 }
 
 uint8_t WireReader::u8() {
@@ -104,14 +128,14 @@ double WireReader::f64() {
 }
 
 std::string WireReader::str() {
-  auto n = static_cast<size_t>(i32());
+  size_t n = length("string", 1);
   std::string s(n, '\0');
   raw(s.data(), n);
   return s;
 }
 
 std::vector<int64_t> WireReader::i64s() {
-  auto n = static_cast<size_t>(i32());
+  size_t n = length("integer list", sizeof(int64_t));
   std::vector<int64_t> v(n);
   raw(v.data(), n * sizeof(int64_t));
   return v;
@@ -122,15 +146,30 @@ Descriptor WireReader::descriptor() {
   d.name = str();
   d.process_set = i32();
   d.kind = u8();
-  d.dtype = static_cast<DataType>(u8());
-  d.op = static_cast<ReduceOp>(u8());
-  d.device.kind = static_cast<Device::Kind>(u8());
+  if (std::string_view(kindName(d.kind)) == "unknown") malformed("unknown request kind ", +d.kind);
+  uint8_t dtype = u8();
+  if (dtype >= kNumDataTypes) malformed("unknown dtype ", +dtype);
+  d.dtype = static_cast<DataType>(dtype);
+  uint8_t op = u8();
+  if (op > static_cast<uint8_t>(ReduceOp::kProduct)) malformed("unknown reduce op ", +op);
+  d.op = static_cast<ReduceOp>(op);
+  uint8_t device = u8();
+  if (device > static_cast<uint8_t>(Device::Kind::kCuda))
+    malformed("unknown device kind ", +device);
+  d.device.kind = static_cast<Device::Kind>(device);
   d.device.index = i32();
   d.prescale = f64();
   d.postscale = f64();
   d.root = i32();
   d.shape = i64s();
   d.splits = i64s();
+  // Shapes, alltoall splits and process-set ranks are never negative when a rank sends them.
+  for (int64_t v : d.shape) {
+    if (v < 0) malformed("tensor '", d.name, "': negative dimension ", v);
+  }
+  for (int64_t v : d.splits) {
+    if (v < 0) malformed("tensor '", d.name, "': negative split ", v);
+  }
   d.group = str();
   d.group_size = i32();
   return d;
@@ -142,6 +181,14 @@ std::string formatShape(const std::vector<int64_t>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
   out << "]";
   return out.str();
+}
+
+std::string tensorName(const std::string& name, uint8_t kind) {
+  const std::string prefix = std::string(kindName(kind)) + ".";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return name;
+  std::string rest = name.substr(prefix.size());
+  if (rest.rfind("noname.", 0) == 0) return name;
+  return rest;
 }
 
 namespace {

@@ -55,6 +55,8 @@ class WireWriter {
   std::vector<uint8_t> bytes_;
 };
 
+// Reads what WireWriter wrote. A malformed message (truncated, a length past its end, an
+// unknown enum value) throws Error(kInternal) naming what was wrong, before allocating.
 class WireReader {
  public:
   WireReader(const uint8_t* data, size_t size) : p_(data), end_(data + size) {}
@@ -69,6 +71,9 @@ class WireReader {
 
  private:
   void raw(void* out, size_t n);
+  size_t remaining() const;
+  // A length prefix, checked against the bytes left for elements of `element_size` bytes.
+  size_t length(const char* what, size_t element_size);
   const uint8_t* p_;
   const uint8_t* end_;
 };
@@ -79,5 +84,12 @@ class WireReader {
 std::string findMismatch(const std::vector<std::optional<Descriptor>>& per_rank);
 
 std::string formatShape(const std::vector<int64_t>& shape);
+
+// The tensor a request is for. Horovod's frontends scope a user's name by kind
+// ("allreduce.grad"); that prefix is dropped, so that "allreduce.grad" and "allgather.grad"
+// are one tensor, which one rank may have in flight once and all ranks must agree on.
+// Automatic names ("allreduce.noname.3", numbered per kind) keep the prefix: the user chose
+// nothing that could clash.
+std::string tensorName(const std::string& name, uint8_t kind);
 
 }  // namespace ronde::runtime

@@ -10,6 +10,12 @@ namespace {
 
 using Clock = Timeline::Clock;
 
+// Empty tensors may have null data, and memcpy with a null pointer is undefined even for 0
+// bytes.
+void copyBytes(void* dst, const void* src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);
+}
+
 template <typename T>
 void fillWith(void* data, size_t count, T value) {
   T* p = static_cast<T*>(data);
@@ -312,7 +318,7 @@ void Executor::broadcast(Part& part) {
       buffer = part.output->data();
       const void* in = part.local->request.input->data();
       if (comm_.rank() == root && in != buffer)
-        std::memcpy(buffer, in, count * dataTypeSize(d.dtype));
+        copyBytes(buffer, in, count * dataTypeSize(d.dtype));
     } catch (...) {
       part.error = std::current_exception();
     }
@@ -443,7 +449,7 @@ void Executor::allgatherFused(std::vector<Part>& parts) {
     Part& p = parts[k];
     size_t bytes = elements[k][me] * element;
     if (p.local) {
-      std::memcpy(send + offset, p.local->request.input->data(), bytes);
+      copyBytes(send + offset, p.local->request.input->data(), bytes);
       const Descriptor& d = p.response->descriptor();
       int64_t rows = 0;
       for (const auto& dw : p.response->agreement->per_rank) {
@@ -473,8 +479,8 @@ void Executor::allgatherFused(std::vector<Part>& parts) {
     for (size_t w = 0; w < world; ++w) {
       size_t n = elements[k][w];
       if (p.local && !p.error) {
-        std::memcpy(static_cast<unsigned char*>(p.output->data()) + out_offset * element,
-                    gathered + (block_start[w] + within[w]) * element, n * element);
+        copyBytes(static_cast<unsigned char*>(p.output->data()) + out_offset * element,
+                  gathered + (block_start[w] + within[w]) * element, n * element);
       }
       out_offset += n;
       within[w] += n;
@@ -498,7 +504,7 @@ void Executor::broadcastFused(std::vector<Part>& parts) {
     const Descriptor& d = p.response->descriptor();
     size_t bytes = static_cast<size_t>(d.numel()) * element;
     if (p.local) {
-      if (comm_.rank() == root) std::memcpy(buffer + offset, p.local->request.input->data(), bytes);
+      if (comm_.rank() == root) copyBytes(buffer + offset, p.local->request.input->data(), bytes);
       try {
         p.output = resolveOutput(p.local->request, d.shape, true);
       } catch (...) {
@@ -522,7 +528,7 @@ void Executor::broadcastFused(std::vector<Part>& parts) {
     if (p.local && !p.error) {
       bool already_there =
           comm_.rank() == root && p.output->data() == p.local->request.input->data();
-      if (!already_there) std::memcpy(p.output->data(), buffer + offset, bytes);
+      if (!already_there) copyBytes(p.output->data(), buffer + offset, bytes);
     }
     offset += bytes;
   }

@@ -24,11 +24,59 @@ void NegotiationTable::announce(int rank, Descriptor descriptor, Clock::time_poi
   RequestKey key{descriptor.process_set, descriptor.name};
   auto [it, inserted] = entries_.try_emplace(key);
   if (inserted) {
+    it->second.tensor = {descriptor.process_set, tensorName(descriptor.name, descriptor.kind)};
+    ++entries_per_tensor_[it->second.tensor];
     it->second.per_rank.resize(static_cast<size_t>(world_size_));
     it->second.seq = next_seq_++;
     it->second.since = now;
   }
   it->second.per_rank[static_cast<size_t>(rank)] = std::move(descriptor);
+}
+
+bool NegotiationTable::announced(const Descriptor& d) const {
+  RequestKey key{d.process_set, d.name};
+  return entries_.count(key) != 0 ||
+         entries_per_tensor_.count({d.process_set, tensorName(d.name, d.kind)}) != 0;
+}
+
+std::map<RequestKey, std::string> NegotiationTable::nameConflicts(const ProcessSets& sets) const {
+  std::map<RequestKey, std::vector<const Entry*>> by_tensor;
+  for (const auto& [key, entry] : entries_) {
+    if (entries_per_tensor_.at(entry.tensor) < 2) continue;
+    auto members = sets.ranks(key.first);
+    if (!members || readiness(entry, &*members) != Readiness::kWaiting) continue;
+    by_tensor[entry.tensor].push_back(&entry);
+  }
+  std::map<RequestKey, std::string> conflicts;
+  for (const auto& [tensor, entries] : by_tensor) {
+    if (entries.size() < 2) continue;
+    // Each member's announcement of the tensor, under whichever name it used. A rank has one
+    // request per tensor in flight (the runtime refuses a second), so a member that announced
+    // one name will never announce another while this one waits: none can ever be ready.
+    std::vector<std::optional<Descriptor>> merged(static_cast<size_t>(world_size_));
+    for (const Entry* e : entries) {
+      for (size_t r = 0; r < merged.size(); ++r) {
+        if (e->per_rank[r] && !merged[r]) merged[r] = e->per_rank[r];
+      }
+    }
+    bool everyone = true;
+    const std::vector<int> members = *sets.ranks(tensor.first);
+    for (int m : members) {
+      if (!merged[static_cast<size_t>(m)] && !joined_[static_cast<size_t>(m)]) everyone = false;
+    }
+    if (!everyone) continue;
+    std::string names;
+    for (size_t r = 0; r < merged.size(); ++r) {
+      if (!merged[r]) continue;
+      names += (names.empty() ? "" : ", ") + ("rank " + std::to_string(r)) + " '" +
+               merged[r]->name + "'";
+      merged[r]->name = tensor.second;
+    }
+    std::string message = findMismatch(merged);
+    if (message.empty()) message = "tensor '" + tensor.second + "': name mismatch between ranks";
+    conflicts[tensor] = message + " (announced as " + names + ")";
+  }
+  return conflicts;
 }
 
 NegotiationTable::Readiness NegotiationTable::readiness(const Entry& entry,
@@ -59,9 +107,13 @@ std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
   };
   std::vector<Candidate> candidates;
   std::map<RequestKey, int> group_ready;  // (process set, group) -> members ready
+  const std::map<RequestKey, std::string> conflicts = nameConflicts(sets);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     auto members = sets.ranks(it->first.first);
     Readiness r = readiness(it->second, members ? &*members : nullptr);
+    if (r == Readiness::kWaiting && conflicts.count(it->second.tensor)) {
+      r = Readiness::kNameConflict;
+    }
     if (r == Readiness::kWaiting) continue;
     const Descriptor* first = nullptr;
     for (const auto& d : it->second.per_rank) {
@@ -94,6 +146,8 @@ std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
       response.error = "tensor '" + d.name + "': process set " + std::to_string(d.process_set) +
                        " does not exist (removed?)";
       response.error_code = ErrorCode::kInvalidArgument;
+    } else if (c.readiness == Readiness::kNameConflict) {
+      response.error = conflicts.at(c.it->second.tensor);
     } else if (c.readiness == Readiness::kBlockedByJoin) {
       response.error = "tensor '" + d.name + "': " + kindName(d.kind) +
                        " cannot run while some ranks have joined; only allreduce can";
@@ -106,6 +160,8 @@ std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
       }
     }
     response.agreement = std::move(agreement);
+    auto tensor = entries_per_tensor_.find(c.it->second.tensor);
+    if (--tensor->second == 0) entries_per_tensor_.erase(tensor);
     entries_.erase(c.it);
     ready.push_back(std::move(response));
   }

@@ -20,12 +20,16 @@ class NegotiationTable {
   explicit NegotiationTable(int world_size);
 
   void announce(int rank, Descriptor descriptor, Clock::time_point now);
-  bool contains(const RequestKey& key) const { return entries_.count(key) != 0; }
+  // Whether some rank announced this request, or its tensor under another name (another
+  // kind: see tensorName): either way, this rank must announce it in full too.
+  bool announced(const Descriptor& descriptor) const;
   bool empty() const { return entries_.empty(); }
   bool joined(int rank) const { return joined_[static_cast<size_t>(rank)]; }
   bool anyJoined() const;
 
   // Removes and returns the requests that are ready (or can never be), in announcement order.
+  // A tensor announced under different names (kinds) by ranks that together are all members
+  // can never be ready: each such request fails with a kind mismatch.
   std::vector<Response> takeReady(const ProcessSets& sets);
 
   // For the stall inspector: requests some members announced and others did not.
@@ -39,15 +43,20 @@ class NegotiationTable {
 
  private:
   struct Entry {
+    RequestKey tensor;  // process set, tensorName()
     std::vector<std::optional<Descriptor>> per_rank;
     uint64_t seq = 0;
     Clock::time_point since;
   };
-  enum class Readiness { kWaiting, kReady, kBlockedByJoin, kNoSet };
+  enum class Readiness { kWaiting, kReady, kBlockedByJoin, kNoSet, kNameConflict };
   Readiness readiness(const Entry& entry, const std::vector<int>* members) const;
+  // Tensor -> mismatch message, for tensors announced under several names whose requests
+  // all wait while every member announced one of them.
+  std::map<RequestKey, std::string> nameConflicts(const ProcessSets& sets) const;
 
   int world_size_;
   std::map<RequestKey, Entry> entries_;
+  std::map<RequestKey, int> entries_per_tensor_;
   uint64_t next_seq_ = 0;
   std::vector<bool> joined_;
   int last_joined_ = -1;

@@ -19,6 +19,9 @@ std::exception_ptr abortedError(const std::string& why) {
   return std::make_exception_ptr(Error(ErrorCode::kAborted, why));
 }
 
+// What names a request among the in-flight ones: its tensor, whatever kind it is submitted as.
+RequestKey tensorKey(const Descriptor& d) { return {d.process_set, tensorName(d.name, d.kind)}; }
+
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm,
@@ -194,15 +197,19 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
   if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
   std::set<RequestKey> keys;
   for (const LocalRequest& r : locals) {
-    RequestKey key{r.descriptor.process_set, r.descriptor.name};
+    RequestKey key = tensorKey(r.descriptor);
     if (in_flight_.count(key) || !keys.insert(key).second) {
-      throw makeError(ErrorCode::kInvalidArgument, "a request named '", key.second, "'",
+      std::string also = key.second == r.descriptor.name
+                             ? ""
+                             : " (or its tensor '" + key.second + "' as any kind)";
+      throw makeError(ErrorCode::kInvalidArgument, "a request named '", r.descriptor.name, "'",
+                      also,
                       key.first ? " in process set " + std::to_string(key.first) : std::string(),
                       " is already in flight on rank ", rank_);
     }
   }
   for (LocalRequest& r : locals) {
-    in_flight_.insert({r.descriptor.process_set, r.descriptor.name});
+    in_flight_.insert(tensorKey(r.descriptor));
     handles.push_back(r.handle);
     incoming_.push_back(std::move(r));
   }
@@ -359,7 +366,7 @@ void RuntimeImpl::drainIncoming() {
   for (LocalRequest& r : fresh) {
     RequestKey key{r.descriptor.process_set, r.descriptor.name};
     int slot = cache_.find(key);
-    if (slot >= 0 && r.descriptor.group.empty() && !table_.contains(key) &&
+    if (slot >= 0 && r.descriptor.group.empty() && !table_.announced(r.descriptor) &&
         cache_.matches(slot, rank_, r.descriptor)) {
       r.cache_slot = slot;
     } else {
@@ -387,7 +394,7 @@ bool RuntimeImpl::runCycle() {
     const bool needs_joined_rank =
         someone_joined && r.descriptor.kind != static_cast<uint8_t>(RequestKind::kAllreduce);
     if (r.cache_slot >= 0 &&
-        (table_.contains(key) || needs_joined_rank || now - r.enqueued > patience)) {
+        (table_.announced(r.descriptor) || needs_joined_rank || now - r.enqueued > patience)) {
       r.cache_slot = -1;
       to_announce_.push_back(key);
     }
@@ -612,10 +619,11 @@ void RuntimeImpl::finish(const RequestKey& key, std::shared_ptr<Tensor> output,
   auto it = pending_.find(key);
   if (it == pending_.end()) return;
   std::shared_ptr<HandleImpl> handle = std::move(it->second.handle);
+  RequestKey tensor = tensorKey(it->second.descriptor);
   pending_.erase(it);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    in_flight_.erase(key);
+    in_flight_.erase(tensor);
   }
   // Handles complete after the name is free, so a waiter may resubmit it at once.
   if (error) {

@@ -91,7 +91,7 @@ class RuntimeImpl final : public Runtime {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<LocalRequest> incoming_;  // guarded by mutex_
-  std::set<RequestKey> in_flight_;      // guarded by mutex_
+  std::set<RequestKey> in_flight_;      // guarded by mutex_; (process set, tensorName())
   bool stop_requested_ = false;         // guarded by mutex_
   bool stopped_ = false;                // guarded by mutex_: the background thread ended
   bool shut_down_ = false;              // guarded by mutex_: shutdown() ran

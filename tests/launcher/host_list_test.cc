@@ -104,6 +104,18 @@ TEST(Placement, RefusesMoreRanksThanSlots) {
             "-np 0: the number of ranks must be positive");
 }
 
+TEST(Placement, SlotsOfABigHostfileAddUpWithoutOverflow) {
+  // 2200 hosts of 999999 slots: 2.2e9 slots in all, past INT_MAX.
+  std::vector<HostSlots> hosts;
+  for (int i = 0; i < 2200; ++i) hosts.push_back({"node-" + std::to_string(i), 999999});
+  auto placed = placeRanks(hosts, 3);
+  ASSERT_EQ(placed.size(), 3u);
+  for (const RankPlacement& p : placed) {
+    EXPECT_EQ(p.host, "node-0");
+    EXPECT_EQ(p.local_size, 3);
+  }
+}
+
 TEST(WorkerEnv, PassesVariablesAsAsked) {
   auto lookup = [](const std::string& name) -> const char* {
     return name == "HOME" ? "/home/me" : nullptr;

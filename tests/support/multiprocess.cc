@@ -62,9 +62,98 @@ std::vector<ChildOutcome> runRanksRaw(const RankSpec& spec, const RankBody& body
   });
 }
 
+namespace {
+
+// The store server runs in a process of its own, forked while the test has no thread: a
+// thread alive at fork() (the server's) leaves the children's copies of its locks held, which
+// hangs children under ASan and TSan. The server's port comes back through a pipe; the server
+// lives until its lifeline pipe closes (the parent is done, or died).
+class StoreServerProcess {
+ public:
+  explicit StoreServerProcess(const std::string& secret) {
+    int port_pipe[2];
+    int lifeline[2];
+    if (::pipe(port_pipe) != 0 || ::pipe(lifeline) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      ::close(port_pipe[0]);
+      ::close(lifeline[1]);
+      serve(secret, port_pipe[1], lifeline[0]);
+    }
+    ::close(port_pipe[1]);
+    ::close(lifeline[0]);
+    lifeline_ = lifeline[1];
+    int32_t port = -1;
+    pollfd p{port_pipe[0], POLLIN, 0};
+    if (::poll(&p, 1, 30000) != 1 || ::read(port_pipe[0], &port, sizeof port) != sizeof port) {
+      port = -1;
+    }
+    ::close(port_pipe[0]);
+    if (port < 0) {
+      stop();
+      throw std::runtime_error("the test's store server process did not start within 30 s");
+    }
+    port_ = port;
+  }
+  ~StoreServerProcess() { stop(); }
+  StoreServerProcess(const StoreServerProcess&) = delete;
+  StoreServerProcess& operator=(const StoreServerProcess&) = delete;
+
+  int port() const { return port_; }
+
+  // In a forked rank: let go of the lifeline, so that only the parent keeps the server alive.
+  void leaveInChild() {
+    ::close(lifeline_);
+    lifeline_ = -1;
+    pid_ = -1;
+  }
+
+ private:
+  [[noreturn]] static void serve(const std::string& secret, int port_fd, int lifeline_fd) {
+    int code = 0;
+    try {
+      TcpStoreServer server("127.0.0.1", 0, secret);
+      int32_t port = server.port();
+      if (::write(port_fd, &port, sizeof port) != sizeof port) ::_exit(1);
+      ::close(port_fd);
+      char byte;
+      while (::read(lifeline_fd, &byte, 1) != 0) {  // EOF: the parent closed it or died
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "test store server: %s\n", e.what());
+      code = 1;
+    }
+    ::_exit(code);
+  }
+
+  void stop() {
+    if (lifeline_ >= 0) ::close(lifeline_);
+    lifeline_ = -1;
+    if (pid_ <= 0) return;
+    // The server exits at EOF on its lifeline; one stuck for 10 s is killed.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    pid_ = -1;
+  }
+
+  pid_t pid_ = -1;
+  int lifeline_ = -1;
+  int port_ = -1;
+};
+
+}  // namespace
+
 std::vector<ChildOutcome> runProcessesRaw(const RankSpec& spec, const ProcessBody& body) {
-  auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0, spec.secret);
-  const int port = server->port();
+  StoreServerProcess server(spec.secret);
+  const int port = server.port();
   std::vector<pid_t> pids;
   std::vector<int> pipes;
   for (int rank = 0; rank < spec.size; ++rank) {
@@ -72,6 +161,7 @@ std::vector<ChildOutcome> runProcessesRaw(const RankSpec& spec, const ProcessBod
     if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
     pid_t pid = ::fork();
     if (pid == 0) {
+      server.leaveInChild();
       ::close(fds[0]);
       g_report_fd = fds[1];
       g_store_port = port;

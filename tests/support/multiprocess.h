@@ -1,5 +1,6 @@
 // Runs one test body in N real processes (forked from the test), joined by a Communicator
-// that meets through a TCP store served by the parent. Each child reports its failure text to
+// that meets through a TCP store served by a process of its own (forked first, so that no
+// thread exists at any fork: sanitizers hang otherwise). Each child reports its failure text to
 // the parent, which fails the gtest with it, and kills the lot if they outlive the timeout.
 #pragma once
 
@@ -39,7 +40,7 @@ using RankBody = std::function<void(Communicator& comm)>;
 std::vector<ChildOutcome> runRanksRaw(const RankSpec& spec, const RankBody& body);
 
 // Like runRanksRaw, but the body builds what it needs itself from the port of the store the
-// parent serves (for harnesses that own their communicators, or build several).
+// test serves (for harnesses that own their communicators, or build several).
 using ProcessBody = std::function<void(int rank, int store_port)>;
 std::vector<ChildOutcome> runProcessesRaw(const RankSpec& spec, const ProcessBody& body);
 
@@ -51,7 +52,7 @@ std::unique_ptr<Communicator> makeCommunicator(const RankSpec& spec, int rank, i
 // Runs and adds a gtest failure for every child that did not succeed.
 void runRanks(const RankSpec& spec, const RankBody& body);
 
-// In a child: the port of the parent's store server (the child inherits its listening socket).
+// In a child: the port of the test's store server.
 int rendezvousPort();
 
 // In a child: report a failure message (gtest EXPECTs in children are not seen by the parent).
