@@ -221,6 +221,31 @@ TEST(RuntimeReinit, AbortReasonOfAnEarlierGenerationIsNotSeenByTheNext) {
   }
 }
 
+// Under mpirun rank 0 serves a new store at every init and leaves its port in a file named
+// after the job: a rank quick to come back must never find the port of the previous init.
+TEST(RuntimeReinit, CommunicatorsUnderMpirunReinitAgainAndAgain) {
+  RankSpec spec;
+  spec.size = 2;
+  const std::string job = "reinit-test-" + std::to_string(::getpid());
+  auto outcomes = runProcessesRaw(spec, [&](int rank, int) {
+    ::setenv("OMPI_COMM_WORLD_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    ::setenv("OMPI_MCA_ess_base_jobid", job.c_str(), 1);
+    ::setenv("RONDE_START_TIMEOUT", "30", 1);
+    ::setenv("RONDE_TIMEOUT_SECONDS", "60", 1);
+    for (int cycle = 1; cycle <= 200; ++cycle) {
+      auto comm = Communicator::fromEnvironment();
+      int32_t value = 10 * rank + cycle;
+      comm->allreduce(&value, &value, 1, DataType::kInt32, ReduceOp::kSum);
+      REQUIRE(value == 10 + 2 * cycle, "cycle " << cycle << ": sum " << value);
+    }
+  });
+  for (const ChildOutcome& outcome : outcomes) {
+    EXPECT_EQ(outcome.exit_code, 0) << "rank " << outcome.rank << " failed: " << outcome.message;
+  }
+  EXPECT_TRUE(directoryEntries("/tmp/ronde-" + job).empty()) << "the port file stayed behind";
+}
+
 TEST(RuntimeReinit, TwoRanksShm200Cycles) { runCycles(2, "shm", 200); }
 TEST(RuntimeReinit, ThreeRanksShm200Cycles) { runCycles(3, "shm", 200); }
 TEST(RuntimeReinit, TwoRanksTcp200Cycles) { runCycles(2, "tcp", 200); }
