@@ -42,6 +42,9 @@ struct CommOptions {
   int64_t shm_chunk_bytes = 1024 * 1024;
   int64_t tcp_chunk_bytes = 1024 * 1024;
   bool hierarchical_allreduce = true;
+  // Which init of this rank in the job (Communicator::fromEnvironment counts them; 0: not
+  // counted). It names the shm segment, so no two generations ever map the same one.
+  int64_t generation = 0;
 
   // Copies the transport and algorithm fields from settings.
   static CommOptions fromSettings(const Settings& settings);

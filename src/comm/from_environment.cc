@@ -145,9 +145,9 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
     // Each init of a rank is the next generation of the job (shutdown then init, as Horovod's
     // tests do): its keys live under gen/<n>/, counted per rank in the store itself, so no
     // host record, port, shm segment name or abort reason of an earlier init is read.
-    int64_t generation = options.store->add("generation/rank" + std::to_string(s.rank), 1);
+    options.generation = options.store->add("generation/rank" + std::to_string(s.rank), 1);
     options.store =
-        std::make_shared<PrefixStore>(options.store, "gen/" + std::to_string(generation));
+        std::make_shared<PrefixStore>(options.store, "gen/" + std::to_string(options.generation));
   }
   auto comm = std::make_unique<NativeCommunicator>(options);
   if (!port_file.empty() && s.rank == 0) {

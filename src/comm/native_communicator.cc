@@ -57,6 +57,7 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
     arena_options.local_size = topology_.localSize();
     arena_options.chunk_bytes = static_cast<size_t>(options.shm_chunk_bytes);
     arena_options.host_key = std::to_string(topology_.crossRank());
+    arena_options.generation = options.generation;
     for (int r : topology_.by_host[static_cast<size_t>(topology_.crossRank())]) {
       arena_options.member_names.push_back(topology_.name(r));
     }
@@ -114,12 +115,11 @@ void NativeCommunicator::checkUsable() const {
 void NativeCommunicator::abort(ErrorCode code, const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (!aborted_.load()) {
+    if (!aborted_.load() && abort_reason_.empty()) {
       abort_reason_ = reason;
       abort_code_ = code;
     }
   }
-  aborted_.store(true);
   if (options_.store && options_.size > 1) {
     try {
       if (options_.store->add("abort/count", 1) == 1) {
@@ -129,6 +129,9 @@ void NativeCommunicator::abort(ErrorCode code, const std::string& reason) {
       // The store may be gone with the rank that served it; peers still see closed links.
     }
   }
+  // Only once the reason is in the store: the flag wakes this rank's background thread, whose
+  // fail() closes the links, and a peer that sees them close must find the reason there.
+  aborted_.store(true);
   if (arena_) arena_->abort(reason);
   if (mesh_) mesh_->closeAll();
 }
@@ -156,7 +159,7 @@ void NativeCommunicator::fail(const Error& error) {
   }
   {
     std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (!aborted_.load()) {
+    if (!aborted_.load() && abort_reason_.empty()) {
       abort_reason_ = message;
       abort_code_ = code;
     }

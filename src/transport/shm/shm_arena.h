@@ -42,6 +42,7 @@ class ShmArena {
     std::vector<std::string> member_names;  // "rank 3 (host b)" for each local rank
     size_t chunk_bytes = 1024 * 1024;
     std::string host_key;                   // unique per host within the job
+    int64_t generation = 0;                 // CommOptions::generation, part of the name
   };
 
   // Local rank 0 creates the segment and publishes its name in the store; the others map it.

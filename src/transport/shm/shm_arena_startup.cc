@@ -27,13 +27,15 @@ using Clock = Deadline::Clock;
 // How often start-up waits look at peers' liveness (a store round trip per missing rank).
 constexpr auto kStartCheckInterval = std::chrono::milliseconds(50);
 
-std::string randomSegmentName() {
+// "/ronde-<pid>-gen<n>-<random>": the pid and generation say whose it is in /dev/shm; the
+// random part keeps two communicators of one process and generation apart.
+std::string randomSegmentName(int64_t generation) {
   std::random_device device;
   std::mt19937_64 gen((static_cast<uint64_t>(device()) << 32) ^ device() ^
                       static_cast<uint64_t>(::getpid()));
-  char name[64];
-  std::snprintf(name, sizeof(name), "/ronde-%d-%016llx", static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(gen()));
+  char name[96];
+  std::snprintf(name, sizeof(name), "/ronde-%d-gen%lld-%016llx", static_cast<int>(::getpid()),
+                static_cast<long long>(generation), static_cast<unsigned long long>(gen()));
   return name;
 }
 
@@ -153,7 +155,7 @@ std::unique_ptr<ShmArena> ShmArena::create(Store& store, const Options& options,
   Header* header = nullptr;  // set once the segment is known to have ronde's layout
   try {
     if (options.local_rank == 0) {
-      segment = ShmSegment::create(randomSegmentName(), bytes);
+      segment = ShmSegment::create(randomSegmentName(options.generation), bytes);
       remover.arm(segment.name());
       header = new (segment.data()) Header;
       header->magic = kArenaMagic;
