@@ -10,7 +10,12 @@ import sys
 
 
 def _binary():
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "ronde")
+    # Beside the compiled extension, found without loading it: in an editable install the
+    # Python files stay in the checkout while the built files live in site-packages.
+    import importlib.util
+    spec = importlib.util.find_spec("ronde._core")
+    here = os.path.dirname(spec.origin if spec and spec.origin else os.path.abspath(__file__))
+    return os.path.join(here, "bin", "ronde")
 
 
 def _environment():
