@@ -26,14 +26,11 @@ import time
 SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
 
-def timed(fn, min_seconds=0.3, min_calls=5, warmup=3):
-    """Median of three trials, each repeating fn for about min_seconds."""
+def timed(fn, calls, warmup=3):
+    """Median of three trials of `calls` calls. The count is fixed, never calibrated per rank:
+    ranks that ran different numbers of collectives would wait for each other forever."""
     for _ in range(warmup):
         fn()
-    began, calls = time.perf_counter(), 0
-    while calls < min_calls or time.perf_counter() - began < min_seconds / 3:
-        fn()
-        calls += 1
     trials = []
     for _ in range(3):
         began = time.perf_counter()
@@ -41,6 +38,10 @@ def timed(fn, min_seconds=0.3, min_calls=5, warmup=3):
             fn()
         trials.append((time.perf_counter() - began) / calls)
     return statistics.median(trials)
+
+
+def calls_for(size):
+    return max(5, min(300, (32 << 20) // size))
 
 
 def worker(args):
@@ -57,7 +58,7 @@ def worker(args):
 
         def one():
             hvd.allreduce_(tensor, name="sweep.%d" % size, op=hvd.Sum)
-        seconds = max(hvd.allgather_object(timed(one)))
+        seconds = max(hvd.allgather_object(timed(one, calls_for(size))))
         results["allreduce_%d" % size] = seconds
     grads = [torch.ones(4096) for _ in range(200)]  # 16 KiB each
 
@@ -65,7 +66,7 @@ def worker(args):
         handles = [hvd.allreduce_async_(g, name="grad.%d" % i) for i, g in enumerate(grads)]
         for h in handles:
             hvd.synchronize(h)
-    results["step_200x16KiB"] = max(hvd.allgather_object(timed(step)))
+    results["step_200x16KiB"] = max(hvd.allgather_object(timed(step, 50)))
     if hvd.rank() == 0:
         print("RESULT " + json.dumps(results), flush=True)
     sys.stdout.flush()
