@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ronde/runtime.h"
@@ -70,6 +72,19 @@ std::set<std::string> openDescriptors() {
 }
 
 size_t threadCount() { return directoryEntries("/proc/self/task").size(); }
+
+// The thread count once it is back to `expected`, or the count after a second. A joined
+// thread can stay listed in /proc/self/task for a moment after join() returns (the kernel
+// wakes the joiner before it has removed the task), so one read may see it; a leaked thread
+// stays listed.
+size_t settledThreadCount(size_t expected) {
+  size_t count = threadCount();
+  for (int i = 0; i < 100 && count != expected; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    count = threadCount();
+  }
+  return count;
+}
 
 // The shm segments this process has mapped (they show as /dev/shm/<name> in its maps).
 std::vector<std::string> mappedSegments() {
@@ -165,7 +180,7 @@ void runCycles(int size, const std::string& transport, int cycles) {
     const size_t threads_before = threadCount();
     for (int cycle = 1; cycle <= cycles; ++cycle) {
       runOneGeneration(rank, size, cycle, transport == "shm");
-      const size_t threads = threadCount();
+      const size_t threads = settledThreadCount(threads_before);
       REQUIRE(threads == threads_before, "cycle " << cycle << ": " << threads
                                                   << " threads after shutdown, " << threads_before
                                                   << " before the first init");
