@@ -12,7 +12,7 @@ trap 'rm -rf "$work" "$build"' EXIT
 python3 -m venv "$work/venv"
 pip=("$work/venv/bin/python" -m pip -q --disable-pip-version-check)
 "${pip[@]}" install --config-settings=build-dir="$build" .
-"${pip[@]}" install torch==2.13.0
+"${pip[@]}" install torch==2.13.0 numpy==2.4.6
 cd "$work"  # away from the source tree, so only the installed package can be imported
 "$work/venv/bin/python" -c "import ronde.torch as hvd, ronde; print('fresh install: import ronde.torch ok, ronde', ronde.__version__)"
 "$work/venv/bin/ronde" check-build | grep -q "PyTorch (torch 2.13.0" && echo "fresh install: ronde check-build sees torch 2.13.0"
