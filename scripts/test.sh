@@ -8,7 +8,7 @@
 #   3. the LibTorch frontend and C++ example against the PyPI torch's libtorch
 #   4. a fresh venv doing `pip install .` with pip's isolated build, then a 2-rank job
 #   5. sanitizers (ASan+UBSan, TSan) and a short libFuzzer run, where their scripts exist
-# Ends with one line "ronde tests: N passed, M failed"; exits non-zero if anything failed.
+# Ends with one line "tests: N passed, M failed"; exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${RONDE_BUILD_DIR:-build}
@@ -61,5 +61,5 @@ done
 
 rm -rf "$logs"
 for failure in "${failures[@]}"; do echo "FAILED: $failure"; done
-echo "ronde tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
