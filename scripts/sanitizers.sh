@@ -24,7 +24,7 @@ configure() {  # build folder, sanitizer
 # wild SEGV in reduce_kernels.cc, a toolchain fault that ronde cannot fix.)
 export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp
 
 start=$(date +%s)
 echo "== ASan + UBSan: every C++ test (build-asan)"
