@@ -144,6 +144,26 @@ TEST(SettingsTest, MalformedValuesNameTheVariableRead) {
   }
 }
 
+TEST(SettingsTest, AutotuneKnobsUseHorovodsNamesAndDefaults) {
+  const Settings defaults = read({});
+  EXPECT_EQ(defaults.autotune_warmup_samples, 3);
+  EXPECT_EQ(defaults.autotune_steps_per_sample, 10);
+  EXPECT_EQ(defaults.autotune_max_samples, 20);
+  EXPECT_DOUBLE_EQ(defaults.autotune_noise, 0.8);
+  const Settings s = read({{"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "0"},
+                           {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "4"},
+                           {"RONDE_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "30"},
+                           {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.25"}});
+  EXPECT_EQ(s.autotune_warmup_samples, 0);
+  EXPECT_EQ(s.autotune_steps_per_sample, 4);
+  EXPECT_EQ(s.autotune_max_samples, 30);
+  EXPECT_DOUBLE_EQ(s.autotune_noise, 0.25);
+  EXPECT_EQ(configError({{"RONDE_AUTOTUNE_STEPS_PER_SAMPLE", "0"}}),
+            "RONDE_AUTOTUNE_STEPS_PER_SAMPLE='0' is not an integer >= 1");
+  EXPECT_EQ(configError({{"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0"}}),
+            "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE='0' is not a number > 0");
+}
+
 TEST(SettingsTest, ChunkSizesHaveAFloor) {
   EXPECT_EQ(configError({{"RONDE_TCP_CHUNK_BYTES", "0"}}),
             "RONDE_TCP_CHUNK_BYTES='0' is not an integer number of bytes >= 4096");

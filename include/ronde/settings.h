@@ -54,6 +54,10 @@ struct Settings {
   double liveness_timeout_seconds = 10;  // a peer silent this long is lost; 0: no heartbeats
   bool autotune = false;
   std::string autotune_log;
+  int autotune_warmup_samples = 3;     // windows discarded before tuning starts
+  int autotune_steps_per_sample = 10;  // training steps scored per sample
+  int autotune_max_samples = 20;       // samples before the best setting is kept
+  double autotune_noise = 0.8;         // Gaussian process noise (normalised scores)
 
   // Reads the process environment.
   static Settings fromEnvironment();

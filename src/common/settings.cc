@@ -27,10 +27,13 @@ struct Field {
   const char* expected;  // numbers: what a valid value is, as error messages say it
   const char* help;
   int64_t minimum = 0;  // numbers: the least valid value (a 0-byte chunk would crawl)
+  bool nonzero = false;  // real numbers: 0 is not valid either
 };
 
 constexpr const char* kRank = "a rank (an integer >= 0)";
 constexpr const char* kCount = "an integer count >= 0";
+constexpr const char* kPositive = "an integer >= 1";
+constexpr const char* kPositiveReal = "a number > 0";
 constexpr const char* kBytes = "an integer number of bytes";
 constexpr const char* kChunkBytes = "an integer number of bytes >= 4096";
 constexpr const char* kSeconds = "a number of seconds >= 0";
@@ -91,9 +94,20 @@ const Field kFields[] = {
      "Fail every pending collective when a peer's heartbeat is this old (stopped or wedged "
      "process; 0: no heartbeats)."},
     {"AUTOTUNE", &Settings::autotune, nullptr,
-     "Tune the fusion threshold and cycle time while training."},
+     "Tune the runtime's knobs while training (Bayesian optimisation; rank 0 decides, every "
+     "rank applies): fusion threshold, cycle time, response cache, small-allreduce band, and "
+     "across hosts hierarchical allreduce and TCP chunk."},
     {"AUTOTUNE_LOG", &Settings::autotune_log, nullptr,
-     "CSV file recording each autotuning sample (empty: none)."},
+     "CSV file recording each autotuning sample and the final choice (empty: none)."},
+    {"AUTOTUNE_WARMUP_SAMPLES", &Settings::autotune_warmup_samples, kCount,
+     "Autotune samples discarded at the start (warm-up)."},
+    {"AUTOTUNE_STEPS_PER_SAMPLE", &Settings::autotune_steps_per_sample, kPositive,
+     "Training steps scored per autotune sample.", 1},
+    {"AUTOTUNE_BAYES_OPT_MAX_SAMPLES", &Settings::autotune_max_samples, kPositive,
+     "Autotune samples taken before the best setting is kept for the rest of the job.", 1},
+    {"AUTOTUNE_GAUSSIAN_PROCESS_NOISE", &Settings::autotune_noise, kPositiveReal,
+     "Noise of the autotuner's Gaussian process, as a variance of the normalised scores "
+     "(higher: trusts single samples less).", 0, true},
 };
 
 std::string trim(const std::string& value) {
@@ -186,6 +200,7 @@ void apply(const Field& field, const Source& source, Settings& settings) {
           target = parseInteger<Value>(source, field.expected, field.minimum);
         } else if constexpr (std::is_same_v<Value, double>) {
           target = parseReal(source, field.expected);
+          if (field.nonzero && target == 0) malformed(source, field.expected);
         } else if constexpr (std::is_same_v<Value, bool>) {
           target = parseBool(source);
         } else if constexpr (std::is_same_v<Value, TransportKind>) {
