@@ -121,6 +121,7 @@ TEST(Autotuner, ConvergesNearTheBestKnobsOfASimulatedJob) {
   options.max_samples = 25;
   options.noise = 0.05;  // the simulation is exact
   options.log_path = log_path;
+  options.tune_small_allreduce = true;  // the job does not care: it must not confuse the tuner
   TuningKnobs initial;
   initial.fusion_threshold_bytes = 128 << 20;
   initial.cycle_time_ms = 1;
@@ -179,6 +180,7 @@ TEST(Autotuner, ConvergesNearTheBestKnobsOfASimulatedJob) {
 
 TEST(Autotuner, TunesCrossHostKnobsOnlyWhenAskedTo) {
   AutotuneOptions options;
+  options.tune_small_allreduce = true;
   options.tune_hierarchical = true;
   options.tune_tcp_chunk = true;
   Autotuner tuner(options, {64 << 20, 1, true, true, 64 << 10, 1 << 20});

@@ -114,6 +114,10 @@ struct RuntimeStats {
   // Time spent negotiating (the negotiation collectives and the decision) in cycles that
   // decided something: the control-plane cost of the steps, without the idle cycles.
   double negotiation_seconds = 0;
+  // The knobs in force (every rank has the same: rank 0's, or the autotuner's choice).
+  int64_t fusion_threshold_bytes = 0;
+  double cycle_time_ms = 0;
+  bool response_cache = false;
 };
 
 class Runtime {

@@ -45,9 +45,11 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
         std::vector<Dimension> d = {
             {Dimension::kFusionThreshold, "fusion_threshold_bytes", 0.25 * kMiB, 128 * kMiB},
             {Dimension::kCycleTime, "cycle_time_ms", 0.2, 20.0},
-            {Dimension::kResponseCache, "response_cache"},
-            {Dimension::kSmallAllreduce, "small_allreduce_bytes", 4096, 1 * kMiB},
         };
+        if (options.tune_response_cache) d.push_back({Dimension::kResponseCache, "response_cache"});
+        if (options.tune_small_allreduce) {
+          d.push_back({Dimension::kSmallAllreduce, "small_allreduce_bytes", 4096, 1 * kMiB});
+        }
         if (options.tune_hierarchical)
           d.push_back({Dimension::kHierarchical, "hierarchical_allreduce"});
         if (options.tune_tcp_chunk)

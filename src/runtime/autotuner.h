@@ -43,6 +43,10 @@ struct AutotuneOptions {
   double noise = 0.8;
   std::string log_path;  // CSV of every sample; empty: none
   uint64_t seed = 20260601;
+  bool tune_response_cache = true;
+  // Knobs of the communicator's algorithms: tuned when the communicator can change them
+  // between collectives.
+  bool tune_small_allreduce = false;
   // Knobs that only matter across hosts; tuning them on one host would waste samples.
   bool tune_hierarchical = false;
   bool tune_tcp_chunk = false;

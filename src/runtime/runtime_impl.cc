@@ -37,6 +37,7 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
       sets_(size_),
       wanted_fusion_threshold_(settings.fusion_threshold_bytes),
       wanted_cycle_ms_(settings.cycle_time_ms),
+      wanted_response_cache_(settings.cache_capacity > 0),
       table_(size_),
       cache_(settings.cache_capacity),
       executor_(*comm_, sets_),
@@ -57,6 +58,7 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
                     settings.cache_capacity);
   }
   registerInitialProcessSets(process_sets);
+  initKnobs();
   // Horovod's HOROVOD_TIMELINE=DYNAMIC: a timeline that start_timeline() starts later.
   if (!settings.timeline_path.empty() && settings.timeline_path != kDynamicTimeline)
     startTimeline(settings.timeline_path, settings.timeline_mark_cycles);
@@ -429,6 +431,7 @@ bool RuntimeImpl::runCycle() {
   // Before executing: a collective that blocks must find the reporter up to date.
   if (stall_reporter_) stall_reporter_->publish(full ? table_.waiting(sets_) : std::move(waiting));
   size_t units = execute(ready);
+  autotuneCycle(ready);
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_.cycles++;
@@ -497,11 +500,7 @@ void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* re
                                         int* stopped_by) {
   WireWriter writer;
   writer.u8(flags);
-  if (rank_ == 0) {
-    knobs_changed_ = false;
-    writer.i64(wanted_fusion_threshold_.load());
-    writer.f64(wanted_cycle_ms_.load());
-  }
+  if (rank_ == 0) writeKnobs(writer);
   std::vector<const Descriptor*> announce;
   for (const RequestKey& key : to_announce_) {
     auto it = pending_.find(key);
@@ -542,10 +541,7 @@ void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* re
       *stopped_by = r;
       stall_stopped_ = (rank_flags & kStallStopFlag) != 0;
     }
-    if (r == 0) {
-      fusion_threshold_ = reader.i64();
-      cycle_ms_ = reader.f64();
-    }
+    if (r == 0) readKnobs(reader);
     int32_t n = reader.i32();
     for (int32_t i = 0; i < n; ++i) table_.announce(r, reader.descriptor(), now);
     RONDE_CHECK(reader.done(), "rank " << r << "'s negotiation message has trailing bytes");

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "ronde/runtime.h"
+#include "runtime/autotuner.h"
+#include "runtime/descriptor.h"
 #include "runtime/executor.h"
 #include "runtime/liveness_monitor.h"
 #include "runtime/local_request.h"
@@ -81,6 +83,13 @@ class RuntimeImpl final : public Runtime {
   void applyTimelineRequest();
   [[noreturn]] void throwUnusable() const;  // with mutex_ held
   void registerInitialProcessSets(const std::vector<std::vector<int>>& process_sets);
+  // runtime_knobs.cc: the knobs all ranks change together, and the autotuner.
+  void initKnobs();
+  void writeKnobs(WireWriter& writer);  // rank 0
+  void readKnobs(WireReader& reader);   // rank 0's message, on every rank
+  void switchResponseCache(bool on);
+  void publishKnobs();  // into stats_
+  void autotuneCycle(const std::vector<Response>& ready);
 
   Settings settings_;
   std::unique_ptr<Communicator> comm_;
@@ -102,6 +111,7 @@ class RuntimeImpl final : public Runtime {
   // Knobs: this rank's wish; rank 0's travels with the negotiation and everyone adopts it.
   std::atomic<int64_t> wanted_fusion_threshold_;
   std::atomic<double> wanted_cycle_ms_;
+  std::atomic<bool> wanted_response_cache_;
   std::atomic<bool> knobs_changed_{true};
 
   // Timeline changes from user threads, applied by the background thread at a cycle's start.
@@ -127,6 +137,7 @@ class RuntimeImpl final : public Runtime {
   std::chrono::steady_clock::time_point synchronized_at_;  // the last negotiation's end
   std::vector<uint8_t> cache_bits_;
   std::vector<uint8_t> gathered_;
+  std::unique_ptr<Autotuner> autotuner_;  // rank 0 with RONDE_AUTOTUNE
 
   mutable std::mutex stats_mutex_;
   RuntimeStats stats_;  // guarded by stats_mutex_

@@ -1,0 +1,90 @@
+// The knobs every rank must change together (fusion threshold, cycle time, response cache),
+// and the autotuner that changes them. Rank 0's wish travels at the head of its negotiation
+// message; every rank adopts it while reading that message, so all apply it between the same
+// two cycles.
+#include <functional>
+
+#include "common/logging.h"
+#include "runtime/runtime_impl.h"
+
+namespace ronde::runtime {
+
+void RuntimeImpl::publishKnobs() {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.fusion_threshold_bytes = fusion_threshold_;
+  stats_.cycle_time_ms = cycle_ms_;
+  stats_.response_cache = cache_.capacity() > 0;
+}
+
+void RuntimeImpl::initKnobs() {
+  publishKnobs();
+  if (!settings_.autotune || rank_ != 0) return;
+  AutotuneOptions options;
+  options.warmup_samples = settings_.autotune_warmup_samples;
+  options.steps_per_sample = settings_.autotune_steps_per_sample;
+  options.max_samples = settings_.autotune_max_samples;
+  options.noise = settings_.autotune_noise;
+  options.log_path = settings_.autotune_log;
+  // A cache of no slots was asked for: the tuner must not turn one on.
+  options.tune_response_cache = settings_.cache_capacity > 0;
+  TuningKnobs initial;
+  initial.fusion_threshold_bytes = settings_.fusion_threshold_bytes;
+  initial.cycle_time_ms = settings_.cycle_time_ms;
+  initial.response_cache = settings_.cache_capacity > 0;
+  initial.hierarchical_allreduce = settings_.hierarchical_allreduce;
+  initial.small_allreduce_bytes = settings_.small_allreduce_bytes;
+  initial.tcp_chunk_bytes = settings_.tcp_chunk_bytes;
+  autotuner_ = std::make_unique<Autotuner>(options, initial);
+}
+
+void RuntimeImpl::writeKnobs(WireWriter& writer) {
+  knobs_changed_ = false;
+  writer.i64(wanted_fusion_threshold_.load());
+  writer.f64(wanted_cycle_ms_.load());
+  writer.u8(wanted_response_cache_.load() ? 1 : 0);
+}
+
+void RuntimeImpl::readKnobs(WireReader& reader) {
+  fusion_threshold_ = reader.i64();
+  cycle_ms_ = reader.f64();
+  const bool cache_on = reader.u8() != 0;
+  if (cache_on != (cache_.capacity() > 0)) switchResponseCache(cache_on);
+  publishKnobs();
+}
+
+void RuntimeImpl::switchResponseCache(bool on) {
+  // Every rank drops (or starts) its cache here, in the same cycle, so the caches stay
+  // identical. Requests that were waiting on a cache slot take the full path next cycle.
+  cache_ = ResponseCache(on ? settings_.cache_capacity : 0);
+  for (auto& [key, r] : pending_) {
+    if (r.cache_slot < 0) continue;
+    r.cache_slot = -1;
+    to_announce_.push_back(key);
+  }
+}
+
+void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
+  if (!autotuner_ || autotuner_->finished()) return;
+  int64_t bytes = 0;
+  std::vector<uint64_t> tensors;
+  for (const Response& r : ready) {
+    const Descriptor& d = r.descriptor();
+    if (!r.error.empty() || d.kind >= static_cast<uint8_t>(RequestKind::kBarrier)) continue;
+    bytes += d.numel() * static_cast<int64_t>(dataTypeSize(d.dtype));
+    tensors.push_back(std::hash<std::string>()(r.key.second) * 31 +
+                      static_cast<uint64_t>(r.key.first));
+  }
+  const std::optional<TuningKnobs> next = autotuner_->cycleDone(bytes, tensors, Autotuner::Clock::now());
+  if (!next) return;
+  wanted_fusion_threshold_ = next->fusion_threshold_bytes;
+  wanted_cycle_ms_ = next->cycle_time_ms;
+  wanted_response_cache_ = next->response_cache;
+  knobs_changed_ = true;
+  if (autotuner_->finished()) {
+    log(LogLevel::kInfo, "autotune chose fusion threshold ", next->fusion_threshold_bytes,
+        " bytes, cycle time ", next->cycle_time_ms, " ms, response cache ",
+        next->response_cache ? "on" : "off", " after ", autotuner_->samplesTaken(), " samples");
+  }
+}
+
+}  // namespace ronde::runtime

@@ -1,0 +1,100 @@
+// The autotuner inside a running job: rank 0 changes the knobs while the ranks train, every
+// rank applies them at the same cycle, results stay exact throughout (against the closed-form
+// sums), and the log records the warm-up, every sample and the final choice.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <fstream>
+#include <string>
+
+#include "support/runtime_harness.h"
+#include "support/runtime_harness_require.h"
+
+namespace ronde::testing {
+namespace {
+
+TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
+  const std::string log_path =
+      ::testing::TempDir() + "/runtime_autotune_" + std::to_string(getpid()) + ".csv";
+  Settings settings = runtimeTestSettings();
+  settings.autotune = true;
+  settings.autotune_log = log_path;
+  settings.autotune_warmup_samples = 1;
+  settings.autotune_steps_per_sample = 2;
+  settings.autotune_max_samples = 8;
+  for (int size : {2, 3}) {
+    RankSpec spec;
+    spec.size = size;
+    runRuntimeRanks(spec, settings, [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+      constexpr int kTensors = 12;
+      int knob_changes = 0;
+      RuntimeStats last = rt->stats();
+      for (int step = 0; step < 120; ++step) {
+        std::vector<std::shared_ptr<HostTensor>> tensors;
+        std::vector<std::shared_ptr<Handle>> handles;
+        for (int i = 0; i < kTensors; ++i) {
+          const size_t n = static_cast<size_t>(64 << (i % 6));
+          auto t = filledFloats(n, static_cast<float>(ctx.rank * 3 + i + step));
+          Request r;
+          r.name = "grad" + std::to_string(i);
+          r.input = r.output = t;
+          tensors.push_back(t);
+          handles.push_back(rt->enqueue(std::move(r)));
+        }
+        for (int i = 0; i < kTensors; ++i) {
+          handles[static_cast<size_t>(i)]->wait();
+          const float* got = tensors[static_cast<size_t>(i)]->as<float>();
+          const size_t n = static_cast<size_t>(64 << (i % 6));
+          for (size_t e = 0; e < n; e += 13) {
+            // sum over ranks of (3 rank + i + step + e)
+            const float want = static_cast<float>(3 * ctx.size * (ctx.size - 1) / 2 +
+                                                  ctx.size * (i + step + static_cast<int>(e)));
+            REQUIRE(got[e] == want, "step " << step << " tensor " << i << " element " << e << ": "
+                                            << got[e] << " != " << want);
+          }
+        }
+        const RuntimeStats now = rt->stats();
+        if (now.fusion_threshold_bytes != last.fusion_threshold_bytes ||
+            now.cycle_time_ms != last.cycle_time_ms || now.response_cache != last.response_cache)
+          ++knob_changes;
+        last = now;
+      }
+      REQUIRE(knob_changes >= 3, "the knobs changed only " << knob_changes << " times");
+      // Every rank ends with the same knobs: compare them through the runtime itself.
+      auto mine = std::make_shared<HostTensor>(DataType::kFloat64, std::vector<int64_t>{3});
+      double* v = mine->as<double>();
+      v[0] = static_cast<double>(last.fusion_threshold_bytes);
+      v[1] = last.cycle_time_ms;
+      v[2] = last.response_cache ? 1 : 0;
+      auto low = std::make_shared<HostTensor>(*mine);
+      Request a;
+      a.name = "knobs.min";
+      a.input = a.output = low;
+      a.op = ReduceOp::kMin;
+      rt->enqueue(std::move(a))->wait();
+      Request b;
+      b.name = "knobs.max";
+      b.input = b.output = mine;
+      b.op = ReduceOp::kMax;
+      rt->enqueue(std::move(b))->wait();
+      for (int k = 0; k < 3; ++k)
+        REQUIRE(low->as<double>()[k] == mine->as<double>()[k], "ranks disagree on knob " << k);
+    });
+
+    std::ifstream log(log_path);
+    ASSERT_TRUE(log.good()) << log_path;
+    std::string line;
+    int warmups = 0, samples = 0, finals = 0;
+    while (std::getline(log, line)) {
+      warmups += line.find(",warmup,") != std::string::npos;
+      samples += line.find(",sample,") != std::string::npos;
+      finals += line.find(",final,") != std::string::npos;
+    }
+    EXPECT_EQ(warmups, 1) << size << " ranks";
+    EXPECT_EQ(samples, 8) << size << " ranks";
+    EXPECT_EQ(finals, 1) << size << " ranks";
+  }
+}
+
+}  // namespace
+}  // namespace ronde::testing
