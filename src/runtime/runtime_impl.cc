@@ -193,12 +193,19 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> re
 std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
     std::vector<LocalRequest> locals) {
   std::vector<std::shared_ptr<Handle>> handles;
+  handles.reserve(locals.size());
+  // The keys are made before taking the lock, once each; the set of a group's own keys only
+  // when there is a group (a lone request is the hot path of every gradient hook).
+  std::vector<RequestKey> tensor_keys;
+  tensor_keys.reserve(locals.size());
+  for (const LocalRequest& r : locals) tensor_keys.push_back(tensorKey(r.descriptor));
+  std::set<RequestKey> keys;
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
-  std::set<RequestKey> keys;
-  for (const LocalRequest& r : locals) {
-    RequestKey key = tensorKey(r.descriptor);
-    if (in_flight_.count(key) || !keys.insert(key).second) {
+  for (size_t i = 0; i < locals.size(); ++i) {
+    const LocalRequest& r = locals[i];
+    const RequestKey& key = tensor_keys[i];
+    if (in_flight_.count(key) || (locals.size() > 1 && !keys.insert(key).second)) {
       std::string also = key.second == r.descriptor.name
                              ? ""
                              : " (or its tensor '" + key.second + "' as any kind)";
@@ -208,10 +215,10 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
                       " is already in flight on rank ", rank_);
     }
   }
-  for (LocalRequest& r : locals) {
-    in_flight_.insert(tensorKey(r.descriptor));
-    handles.push_back(r.handle);
-    incoming_.push_back(std::move(r));
+  for (size_t i = 0; i < locals.size(); ++i) {
+    in_flight_.insert(std::move(tensor_keys[i]));
+    handles.push_back(locals[i].handle);
+    incoming_.push_back(std::move(locals[i]));
   }
   // Only the first request into a sleeping loop pays for the wake-up.
   const bool wake = sleeping_;
