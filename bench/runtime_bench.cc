@@ -91,8 +91,8 @@ void runRank(int rank, const Options& o, int port) {
   std::vector<double> fused, unfused, raw_big, runtime_big, raw_small, tiny;
   std::vector<double> lone_raw, lone_runtime, lone_after_pause;
   std::vector<float> lone(1024, 1.0f);
-  auto lone_tensor = std::make_shared<ronde::HostTensor>(ronde::DataType::kFloat32,
-                                                         std::vector<int64_t>{1024});
+  auto lone_tensor =
+      std::make_shared<ronde::HostTensor>(ronde::DataType::kFloat32, std::vector<int64_t>{1024});
   double negotiation = 0, cached = 0, responses = 0, collectives = 0, tiny_steps = 0;
   const int rounds = 5;
   for (int round = 0; round < rounds; ++round) {
@@ -176,10 +176,10 @@ void runRank(int rank, const Options& o, int port) {
         "step; %.0f%% decided by the cache; %.2f collectives per step\n",
         median(tiny) * 1e6, median(raw_small) * 1e6, negotiation / tiny_steps * 1e6,
         100 * cached / responses, collectives / tiny_steps);
-    std::printf("lone 4 KiB allreduce: runtime %.1f us back to back, %.1f us after a 30 ms pause "
-                "(raw %.1f us)\n",
-                median(lone_runtime) * 1e6, median(lone_after_pause) * 1e6,
-                median(lone_raw) * 1e6);
+    std::printf(
+        "lone 4 KiB allreduce: runtime %.1f us back to back, %.1f us after a 30 ms pause "
+        "(raw %.1f us)\n",
+        median(lone_runtime) * 1e6, median(lone_after_pause) * 1e6, median(lone_raw) * 1e6);
     std::fflush(stdout);
   }
 }

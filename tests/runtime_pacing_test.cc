@@ -69,8 +69,7 @@ TEST_P(RuntimePacing, ARankArrivingLateIsMetWhenItsRequestArrives) {
     // Each round another rank is late: the others wait for it in negotiation, and it joins
     // them when its own request arrives.
     for (int round = 0; round < 2 * ctx.size; ++round) {
-      if (round % ctx.size == ctx.rank)
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      if (round % ctx.size == ctx.rank) std::this_thread::sleep_for(std::chrono::milliseconds(30));
       auto t = filledFloats(300, static_cast<float>(ctx.rank + round));
       auto h = rt->enqueue(allreduceOf("late", t));
       waitShort(*h, "round " + std::to_string(round));
@@ -94,7 +93,8 @@ TEST_P(RuntimePacing, ManyTensorStepsWithSkewedArrivalsStayCorrect) {
       std::vector<std::shared_ptr<Handle>> handles;
       for (int i = 0; i < kTensors; ++i) {
         if (i % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(jitter_us(rng)));
-        tensors.push_back(filledFloats(static_cast<size_t>(1 + 53 * i), static_cast<float>(ctx.rank + i)));
+        tensors.push_back(
+            filledFloats(static_cast<size_t>(1 + 53 * i), static_cast<float>(ctx.rank + i)));
         handles.push_back(rt->enqueue(allreduceOf("grad." + std::to_string(i), tensors.back())));
       }
       for (int i = 0; i < kTensors; ++i) {

@@ -109,10 +109,9 @@ Request inPlaceAllreduce(py::handle owner, py::handle address, py::handle dtype,
   Device device;
   const int64_t index = toInt64(device_index, "device_index");
   if (index >= 0) device = {Device::Kind::kCuda, static_cast<int>(index)};
-  auto tensor = std::make_shared<PyTensor>(
-      py::reinterpret_borrow<py::object>(owner),
-      static_cast<uintptr_t>(toInt64(address, "address")), static_cast<DataType>(code),
-      toShape(shape), device);
+  auto tensor = std::make_shared<PyTensor>(py::reinterpret_borrow<py::object>(owner),
+                                           static_cast<uintptr_t>(toInt64(address, "address")),
+                                           static_cast<DataType>(code), toShape(shape), device);
   Request request;
   request.kind = RequestKind::kAllreduce;
   request.name.assign(name_chars, static_cast<size_t>(name_length));
@@ -120,7 +119,8 @@ Request inPlaceAllreduce(py::handle owner, py::handle address, py::handle dtype,
   request.output = std::move(tensor);
   const int64_t op_code = toInt64(op, "op");  // a ReduceOp's value: int(ReduceOp.SUM) is 0
   if (op_code < 0 || op_code > static_cast<int64_t>(ReduceOp::kProduct))
-    throw Error(ErrorCode::kInvalidArgument, "unknown reduction op code " + std::to_string(op_code));
+    throw Error(ErrorCode::kInvalidArgument,
+                "unknown reduction op code " + std::to_string(op_code));
   request.op = static_cast<ReduceOp>(op_code);
   request.scaling.prescale = toDouble(prescale, "prescale");
   request.scaling.postscale = toDouble(postscale, "postscale");

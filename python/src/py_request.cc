@@ -91,10 +91,9 @@ void registerRequestTypes(py::module_& m) {
              return r;
            }),
            py::arg("kind"), py::arg("name"), py::arg("input") = nullptr,
-           py::arg("output") = nullptr, py::arg("op") = ReduceOp::kSum,
-           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("process_set") = 0,
-           py::arg("root") = 0, py::arg("splits") = std::vector<int64_t>{},
-           py::arg("allocator") = py::none())
+           py::arg("output") = nullptr, py::arg("op") = ReduceOp::kSum, py::arg("prescale") = 1.0,
+           py::arg("postscale") = 1.0, py::arg("process_set") = 0, py::arg("root") = 0,
+           py::arg("splits") = std::vector<int64_t>{}, py::arg("allocator") = py::none())
       .def_readwrite("kind", &Request::kind)
       .def_readwrite("name", &Request::name)
       .def_property(

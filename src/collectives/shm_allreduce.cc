@@ -92,7 +92,8 @@ void shmAllreduce(const ShmOp& op, const void* in, void* out, size_t count, Data
       const size_t after = chunk_count - start - mine;
       if (start > 0) std::memcpy(my_slot, chunk_in, start * elem);
       if (after > 0)
-        std::memcpy(my_slot + (start + mine) * elem, chunk_in + (start + mine) * elem, after * elem);
+        std::memcpy(my_slot + (start + mine) * elem, chunk_in + (start + mine) * elem,
+                    after * elem);
     } else {
       copyScaled(my_slot, chunk_in, chunk_count, type, prescale);
     }
