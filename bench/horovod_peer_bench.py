@@ -4,7 +4,7 @@ import swapped, 2 ranks on this host, rounds interleaved:
 
   - allreduce_ of one float32 tensor, 4 KiB to 64 MiB: time per call;
   - a step of 200 x 16 KiB allreduce_async_ then synchronize (many small gradients): time
-    per step.
+    per step, and the time one allreduce_async_ call takes inside it (submission cost).
 
     .venv-horovod/bin/python bench/horovod_peer_bench.py [--rounds 5]
 
@@ -53,7 +53,7 @@ def worker(args):
         import horovod.torch as hvd
     hvd.init()
     results = {}
-    for size in SIZES:
+    for size in (SIZES if args.sweep else []):
         tensor = torch.ones(size // 4)
 
         def one():
@@ -62,11 +62,17 @@ def worker(args):
         results["allreduce_%d" % size] = seconds
     grads = [torch.ones(4096) for _ in range(200)]  # 16 KiB each
 
+    names = ["grad.%d" % i for i in range(len(grads))]
+    submit_seconds = []
+
     def step():
-        handles = [hvd.allreduce_async_(g, name="grad.%d" % i) for i, g in enumerate(grads)]
+        began = time.perf_counter()
+        handles = [hvd.allreduce_async_(g, name=n) for g, n in zip(grads, names)]
+        submit_seconds.append((time.perf_counter() - began) / len(grads))
         for h in handles:
             hvd.synchronize(h)
     results["step_200x16KiB"] = max(hvd.allgather_object(timed(step, 50)))
+    results["submit_per_call"] = max(hvd.allgather_object(statistics.median(submit_seconds)))
     if hvd.rank() == 0:
         print("RESULT " + json.dumps(results), flush=True)
     sys.stdout.flush()
@@ -75,6 +81,8 @@ def worker(args):
 
 def run_one(args, mode):
     me = [args.python, os.path.abspath(__file__), "--worker", "--mode", mode]
+    if not args.sweep:
+        me.append("--no-sweep")
     if mode == "horovod":
         command = ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core",
                    "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"] + me
@@ -93,6 +101,8 @@ def label(key):
         size = int(key.split("_")[1])
         return "allreduce %s" % ("%d KiB" % (size >> 10) if size < (1 << 20)
                                  else "%d MiB" % (size >> 20))
+    if key == "submit_per_call":
+        return "allreduce_async_ call"
     return "step 200 x 16 KiB"
 
 
@@ -111,7 +121,12 @@ def drive(args):
         theirs = statistics.median(r[key] for r in rounds["horovod"])
         ratio = statistics.median(h[key] / r[key]
                                   for r, h in zip(rounds["ronde"], rounds["horovod"]))
-        print("%-20s %10.3f ms %10.3f ms %9.2fx" % (label(key), 1e3 * ours, 1e3 * theirs, ratio))
+        if key == "submit_per_call":
+            print("%-20s %10.2f us %10.2f us %9.2fx" % (label(key), 1e6 * ours, 1e6 * theirs,
+                                                        ratio))
+        else:
+            print("%-20s %10.3f ms %10.3f ms %9.2fx" % (label(key), 1e3 * ours, 1e3 * theirs,
+                                                        ratio))
 
 
 def main():
@@ -119,6 +134,8 @@ def main():
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=["ronde", "horovod"], default="ronde")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--no-sweep", dest="sweep", action="store_false",
+                        help="only the 200-tensor step and the submission cost")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--ronde", default=shutil.which("ronde", path=os.path.dirname(
         sys.executable)) or "ronde")

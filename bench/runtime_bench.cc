@@ -1,7 +1,9 @@
 // The runtime's costs, measured on N ranks forked from this program (shared memory):
 //   1. a step of 200 allreduces of 16 KiB each, fused versus RONDE_FUSION_THRESHOLD=0;
 //   2. one 64 MiB allreduce through the runtime versus the raw Communicator::allreduce;
-//   3. the negotiation cost of a step of 200 tensors once the cache knows them.
+//   3. the negotiation cost of a step of 200 tensors once the cache knows them;
+//   4. the latency of a lone 4 KiB allreduce through the runtime versus the raw one, back to
+//      back and after a pause long enough for the runtime to go idle.
 // Usage: runtime_bench [--ranks=2] [--steps=200] [--cycle-ms=1]
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ronde/runtime.h"
@@ -86,6 +89,10 @@ void runRank(int rank, const Options& o, int port) {
 
   // Rounds alternate the variants, so that a change in the machine's load hits both alike.
   std::vector<double> fused, unfused, raw_big, runtime_big, raw_small, tiny;
+  std::vector<double> lone_raw, lone_runtime, lone_after_pause;
+  std::vector<float> lone(1024, 1.0f);
+  auto lone_tensor =
+      std::make_shared<ronde::HostTensor>(ronde::DataType::kFloat32, std::vector<int64_t>{1024});
   double negotiation = 0, cached = 0, responses = 0, collectives = 0, tiny_steps = 0;
   const int rounds = 5;
   for (int round = 0; round < rounds; ++round) {
@@ -114,6 +121,30 @@ void runRank(int rank, const Options& o, int port) {
       raw->allreduce(small.data(), small.data(), small.size(), ronde::DataType::kFloat32,
                      ronde::ReduceOp::kSum);
       raw_small.push_back(since(start));
+    }
+
+    // A lone 4 KiB allreduce: nothing else in flight, so all it can wait for is the runtime.
+    for (int i = 0; i < 200; ++i) {
+      auto start = Clock::now();
+      raw->allreduce(lone.data(), lone.data(), lone.size(), ronde::DataType::kFloat32,
+                     ronde::ReduceOp::kSum);
+      lone_raw.push_back(since(start));
+      ronde::Request r;
+      r.name = "lone";
+      r.input = r.output = lone_tensor;
+      start = Clock::now();
+      rt->enqueue(std::move(r))->wait();
+      lone_runtime.push_back(since(start));
+    }
+    for (int i = 0; i < 10; ++i) {
+      raw->barrier();  // the ranks start the pause together
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      ronde::Request r;
+      r.name = "lone";
+      r.input = r.output = lone_tensor;
+      auto start = Clock::now();
+      rt->enqueue(std::move(r))->wait();
+      lone_after_pause.push_back(since(start));
     }
 
     // Negotiation of cached steps of 200 one-element tensors.
@@ -145,6 +176,10 @@ void runRank(int rank, const Options& o, int port) {
         "step; %.0f%% decided by the cache; %.2f collectives per step\n",
         median(tiny) * 1e6, median(raw_small) * 1e6, negotiation / tiny_steps * 1e6,
         100 * cached / responses, collectives / tiny_steps);
+    std::printf(
+        "lone 4 KiB allreduce: runtime %.1f us back to back, %.1f us after a 30 ms pause "
+        "(raw %.1f us)\n",
+        median(lone_runtime) * 1e6, median(lone_after_pause) * 1e6, median(lone_raw) * 1e6);
     std::fflush(stdout);
   }
 }

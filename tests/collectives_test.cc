@@ -120,6 +120,29 @@ TEST_P(CollectivesTest, AllreduceLargeBuffersAndScaling) {
   });
 }
 
+// Without a prescale, shared memory reduces each rank's own share straight from its input
+// (never copied into its slot): in place and not, every element against the reference.
+TEST_P(CollectivesTest, AllreduceLargeUnscaledReducesOwnShareFromTheInput) {
+  runRanks(spec(), [](Communicator& comm) {
+    const size_t count = 1024 * 1024 + 3;  // 16 chunks of 64 KiB and an odd tail
+    for (bool in_place : {false, true}) {
+      std::vector<char> in = makeInput(DataType::kFloat32, comm.rank(), count, 2);
+      std::vector<char> out(in.size());
+      char* result = in_place ? in.data() : out.data();
+      comm.allreduce(in.data(), result, count, DataType::kFloat32, ReduceOp::kSum);
+      for (size_t i = 0; i < count; ++i) {
+        double want = expectedReduction(DataType::kFloat32, ReduceOp::kSum, comm.size(), i, 2);
+        double got = loadValue(DataType::kFloat32, result, i);
+        if (!near(DataType::kFloat32, ReduceOp::kSum, got, want)) {
+          throw std::runtime_error(std::string(in_place ? "in place" : "out of place") +
+                                   " element " + std::to_string(i) + ": got " +
+                                   std::to_string(got) + ", want " + std::to_string(want));
+        }
+      }
+    }
+  });
+}
+
 TEST_P(CollectivesTest, AllgathervUnevenCounts) {
   runRanks(spec(), [](Communicator& comm) {
     for (DataType type : allDataTypes()) {

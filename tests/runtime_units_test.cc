@@ -3,9 +3,11 @@
 // invalidation) and the fusion plan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "ronde/runtime.h"
+#include "runtime/cycle_pacer.h"
 #include "runtime/descriptor.h"
 #include "runtime/fusion_planner.h"
 #include "runtime/negotiation_table.h"
@@ -264,6 +266,50 @@ TEST(RuntimeUnits, InitFromTheEnvironmentRunsASoloJob) {
   ::unsetenv("RONDE_RANK");
   ::unsetenv("RONDE_SIZE");
   ::unsetenv("RONDE_CYCLE_TIME");
+}
+
+TEST(RuntimeUnits, PacerGoesBackToPeersOnlyWhenThatCannotSpin) {
+  CyclePacer pacer;
+  CycleOutcome waiting;
+  waiting.waiting_on_peers = true;
+  // Nothing ran and every rank holds work the others lack: going straight back would spin
+  // the ranks against each other, so this rank waits for its clock or its own work.
+  CyclePacer::Next next = pacer.afterCycle(waiting, 2.0);
+  EXPECT_FALSE(next.at_once);
+  EXPECT_EQ(next.sleep_ms, 2.0);
+  // Some rank is free: it only comes when its work arrives, so waiting for it in
+  // negotiation costs nothing and meets it the moment it does.
+  waiting.some_rank_free = true;
+  EXPECT_TRUE(pacer.afterCycle(waiting, 2.0).at_once);
+  waiting.some_rank_free = false;
+  waiting.progressed = true;
+  EXPECT_TRUE(pacer.afterCycle(waiting, 2.0).at_once);
+  // Nothing of its own waiting: the clock (or arriving work) starts the next cycle.
+  CycleOutcome done;
+  done.progressed = true;
+  done.some_rank_free = true;
+  next = pacer.afterCycle(done, 2.0);
+  EXPECT_FALSE(next.at_once);
+  EXPECT_EQ(next.sleep_ms, 2.0);
+}
+
+TEST(RuntimeUnits, PacerStretchesIdleCyclesToTenMillisecondsAndResetsOnWork) {
+  CyclePacer pacer;
+  CycleOutcome idle;
+  idle.everyone_idle = true;
+  idle.some_rank_free = true;
+  std::vector<double> sleeps;
+  for (int i = 0; i < 40; ++i) sleeps.push_back(pacer.afterCycle(idle, 0.5).sleep_ms);
+  EXPECT_EQ(sleeps[0], 0.5);
+  EXPECT_EQ(sleeps[19], 0.5);  // patience: 20 idle cycles at the cycle time
+  EXPECT_EQ(sleeps[20], 1.0);  // then doubling
+  EXPECT_EQ(sleeps[21], 2.0);
+  EXPECT_EQ(sleeps[39], 10.0);  // capped
+  EXPECT_TRUE(std::is_sorted(sleeps.begin(), sleeps.end()));
+  EXPECT_EQ(pacer.afterCycle(CycleOutcome{}, 0.5).sleep_ms, 0.5);
+  EXPECT_EQ(pacer.idleCycles(), 0);
+  // A cycle time above the cap is never shortened.
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(pacer.afterCycle(idle, 25.0).sleep_ms, 25.0);
 }
 
 }  // namespace

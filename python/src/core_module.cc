@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "error_mapping.h"
+#include "py_request.h"
 #include "py_tensor.h"
 #include "ronde/runtime.h"
 #include "ronde/settings.h"
@@ -63,42 +64,67 @@ RuntimeSlot& slot() {
   return *instance;
 }
 
-std::shared_ptr<PyTensor> toTensor(py::handle object) {
-  if (object.is_none()) return nullptr;
-  return object.cast<std::shared_ptr<PyTensor>>();
+// The in-place allreduce of every gradient hook, without building the Python objects of a
+// TensorRef and a Request per call: the arguments are read straight from their Python
+// objects (each checked), which is most of what a call costs.
+int64_t toInt64(py::handle value, const char* what) {
+  long long v = PyLong_AsLongLong(value.ptr());
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be an integer");
+  }
+  return v;
 }
 
-// (kind, name, input, output, allocator, op, prescale, postscale, root, splits, process_set)
-Request buildRequest(const py::tuple& spec) {
-  if (spec.size() != 11) throw Error(ErrorCode::kInvalidArgument, "malformed request tuple");
-  Request request;
-  request.kind = static_cast<RequestKind>(spec[0].cast<int>());
-  request.name = spec[1].cast<std::string>();
-  request.input = toTensor(spec[2]);
-  request.output = toTensor(spec[3]);
-  if (!spec[4].is_none()) {
-    auto allocator = std::make_shared<PyRef>(py::reinterpret_borrow<py::object>(spec[4]));
-    request.allocate_output =
-        [allocator](const std::vector<int64_t>& shape) -> std::shared_ptr<Tensor> {
-      py::gil_scoped_acquire gil;
-      try {
-        py::object made = allocator->get()(py::cast(shape));
-        return made.cast<std::shared_ptr<PyTensor>>();
-      } catch (py::error_already_set& e) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    std::string("allocating an output tensor failed: ") + e.what());
-      } catch (py::cast_error& e) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    "the output allocator did not return a ronde._core.TensorRef");
-      }
-    };
+double toDouble(py::handle value, const char* what) {
+  double v = PyFloat_AsDouble(value.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be a number");
   }
-  request.op = static_cast<ReduceOp>(spec[5].cast<int>());
-  request.scaling.prescale = spec[6].cast<double>();
-  request.scaling.postscale = spec[7].cast<double>();
-  request.root = spec[8].cast<int>();
-  request.splits = spec[9].cast<std::vector<int64_t>>();
-  request.process_set = spec[10].cast<int>();
+  return v;
+}
+
+std::vector<int64_t> toShape(py::handle shape) {
+  if (!PyTuple_Check(shape.ptr())) return shape.cast<std::vector<int64_t>>();  // any sequence
+  const Py_ssize_t n = PyTuple_GET_SIZE(shape.ptr());
+  std::vector<int64_t> dims(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i)
+    dims[static_cast<size_t>(i)] = toInt64(PyTuple_GET_ITEM(shape.ptr(), i), "a dimension");
+  return dims;
+}
+
+Request inPlaceAllreduce(py::handle owner, py::handle address, py::handle dtype, py::handle shape,
+                         py::handle device_index, py::handle name, py::handle op,
+                         py::handle prescale, py::handle postscale, py::handle process_set) {
+  const int64_t code = toInt64(dtype, "dtype");
+  if (code < 0 || code >= kNumDataTypes)
+    throw Error(ErrorCode::kInvalidArgument, "unsupported dtype code " + std::to_string(code));
+  Py_ssize_t name_length = 0;
+  const char* name_chars = PyUnicode_AsUTF8AndSize(name.ptr(), &name_length);
+  if (name_chars == nullptr) {
+    PyErr_Clear();
+    throw Error(ErrorCode::kInvalidArgument, "a request name must be a str");
+  }
+  Device device;
+  const int64_t index = toInt64(device_index, "device_index");
+  if (index >= 0) device = {Device::Kind::kCuda, static_cast<int>(index)};
+  auto tensor = std::make_shared<PyTensor>(py::reinterpret_borrow<py::object>(owner),
+                                           static_cast<uintptr_t>(toInt64(address, "address")),
+                                           static_cast<DataType>(code), toShape(shape), device);
+  Request request;
+  request.kind = RequestKind::kAllreduce;
+  request.name.assign(name_chars, static_cast<size_t>(name_length));
+  request.input = tensor;
+  request.output = std::move(tensor);
+  const int64_t op_code = toInt64(op, "op");  // a ReduceOp's value: int(ReduceOp.SUM) is 0
+  if (op_code < 0 || op_code > static_cast<int64_t>(ReduceOp::kProduct))
+    throw Error(ErrorCode::kInvalidArgument,
+                "unknown reduction op code " + std::to_string(op_code));
+  request.op = static_cast<ReduceOp>(op_code);
+  request.scaling.prescale = toDouble(prescale, "prescale");
+  request.scaling.postscale = toDouble(postscale, "postscale");
+  request.process_set = static_cast<int>(toInt64(process_set, "process_set"));
   return request;
 }
 
@@ -121,6 +147,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "ronde's runtime for Python frontends (framework-free).";
   m.attr("__version__") = RONDE_VERSION;
   registerErrors(m);
+  registerRequestTypes(m);
 
   py::class_<Tensor, std::shared_ptr<Tensor>>(m, "Tensor");
   py::class_<PyTensor, Tensor, std::shared_ptr<PyTensor>>(m, "TensorRef")
@@ -195,13 +222,25 @@ PYBIND11_MODULE(_core, m) {
   m.def("cross_rank", [] { return withRuntime([](Runtime& r) { return r.crossRank(); }); });
   m.def("cross_size", [] { return withRuntime([](Runtime& r) { return r.crossSize(); }); });
 
-  m.def("enqueue", [](const py::tuple& spec) {
-    Request request = buildRequest(spec);
-    return withRuntime([&](Runtime& r) { return r.enqueue(std::move(request)); });
+  // The request is copied: the caller may reuse or change its object afterwards.
+  m.def("enqueue", [](const Request& request) {
+    Request copy = request;
+    return withRuntime([&](Runtime& r) { return r.enqueue(std::move(copy)); });
   });
-  m.def("enqueue_group", [](const py::list& specs) {
-    std::vector<Request> requests;
-    for (py::handle spec : specs) requests.push_back(buildRequest(spec.cast<py::tuple>()));
+  m.def(
+      "enqueue_allreduce_",
+      [](py::handle owner, py::handle address, py::handle dtype, py::handle shape,
+         py::handle device_index, py::handle name, py::handle op, py::handle prescale,
+         py::handle postscale, py::handle process_set) {
+        Request request = inPlaceAllreduce(owner, address, dtype, shape, device_index, name, op,
+                                           prescale, postscale, process_set);
+        return withRuntime([&](Runtime& r) { return r.enqueue(std::move(request)); });
+      },
+      "enqueue_allreduce_(owner, address, dtype, shape, device_index, name, op, prescale, "
+      "postscale, process_set): the in-place allreduce of Request(ALLREDUCE, name, t, t, "
+      "ReduceOp(op), ...) for t = TensorRef(owner, address, dtype, shape, device_index), in one "
+      "call (op is the int value of a ReduceOp)");
+  m.def("enqueue_group", [](std::vector<Request> requests) {
     return withRuntime([&](Runtime& r) { return r.enqueueGroup(std::move(requests)); });
   });
 

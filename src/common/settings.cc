@@ -76,7 +76,8 @@ const Field kFields[] = {
     {"FUSION_THRESHOLD", &Settings::fusion_threshold_bytes, kBytes,
      "Largest fusion buffer: small tensors are batched into one collective up to this size."},
     {"CYCLE_TIME", &Settings::cycle_time_ms, kMilliseconds,
-     "Time between negotiation cycles of the background thread."},
+     "Longest wait between negotiation cycles of the background thread; arriving work starts "
+     "one at once on an idle runtime."},
     {"CACHE_CAPACITY", &Settings::cache_capacity, kCount,
      "Number of tensor descriptions remembered so repeated collectives skip negotiation."},
     {"TIMELINE", &Settings::timeline_path, nullptr,

@@ -195,12 +195,19 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> re
 std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
     std::vector<LocalRequest> locals) {
   std::vector<std::shared_ptr<Handle>> handles;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
+  handles.reserve(locals.size());
+  // The keys are made before taking the lock, once each; the set of a group's own keys only
+  // when there is a group (a lone request is the hot path of every gradient hook).
+  std::vector<RequestKey> tensor_keys;
+  tensor_keys.reserve(locals.size());
+  for (const LocalRequest& r : locals) tensor_keys.push_back(tensorKey(r.descriptor));
   std::set<RequestKey> keys;
-  for (const LocalRequest& r : locals) {
-    RequestKey key = tensorKey(r.descriptor);
-    if (in_flight_.count(key) || !keys.insert(key).second) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
+  for (size_t i = 0; i < locals.size(); ++i) {
+    const LocalRequest& r = locals[i];
+    const RequestKey& key = tensor_keys[i];
+    if (in_flight_.count(key) || (locals.size() > 1 && !keys.insert(key).second)) {
       std::string also = key.second == r.descriptor.name
                              ? ""
                              : " (or its tensor '" + key.second + "' as any kind)";
@@ -210,12 +217,16 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
                       " is already in flight on rank ", rank_);
     }
   }
-  for (LocalRequest& r : locals) {
-    in_flight_.insert(tensorKey(r.descriptor));
-    handles.push_back(r.handle);
-    incoming_.push_back(std::move(r));
+  for (size_t i = 0; i < locals.size(); ++i) {
+    in_flight_.insert(std::move(tensor_keys[i]));
+    handles.push_back(locals[i].handle);
+    incoming_.push_back(std::move(locals[i]));
   }
-  if (sleeping_stretched_.load()) wake_.notify_all();
+  // Only the first request into a sleeping loop pays for the wake-up.
+  const bool wake = sleeping_;
+  sleeping_ = false;
+  lock.unlock();
+  if (wake) wake_.notify_one();
   return handles;
 }
 
@@ -330,33 +341,21 @@ void RuntimeImpl::backgroundLoop() {
       failEverything(error);
     }
     if (!go) break;
+    CyclePacer::Next pace = pacer_.afterCycle(last_cycle_, cycle_ms_);
+    if (pace.at_once) continue;
     // Counted from the end of the cycle's negotiation, which every rank leaves at about the
-    // same moment: ranks then wake together and nobody spins in the next one waiting for a
-    // peer still asleep.
-    const double sleep_ms = nextSleepMs();
+    // same moment, so that clock-driven cycles of all ranks start together. Arriving work ends
+    // the wait at once: peers that have not seen their own request yet join the negotiation
+    // when they do, or when their clock runs out.
     auto next = synchronized_at_ + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double, std::milli>(sleep_ms));
-    // A stretched (idle) sleep ends as soon as work arrives: a training step's first gradient
-    // must not wait up to 10 ms because the forward pass was long. Peers that have not seen
-    // their own request yet join the negotiation when they do.
-    const bool stretched = sleep_ms > cycle_ms_;
+                                       std::chrono::duration<double, std::milli>(pace.sleep_ms));
     std::unique_lock<std::mutex> lock(mutex_);
-    sleeping_stretched_.store(stretched);
-    wake_.wait_until(lock, next, [&] { return stop_requested_ || (stretched && !incoming_.empty()); });
-    sleeping_stretched_.store(false);
+    sleeping_ = true;
+    wake_.wait_until(lock, next, [&] { return stop_requested_ || !incoming_.empty(); });
+    sleeping_ = false;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stopped_ = true;
-}
-
-double RuntimeImpl::nextSleepMs() const {
-  // After a while with nothing to do anywhere, cycles stretch up to 10 ms (never shorter than
-  // the cycle time): an idle runtime then costs almost no CPU, and a request arriving then
-  // waits at most that long. Every rank counts the same idle cycles, so all stretch alike.
-  constexpr int kPatience = 20;
-  if (idle_cycles_ <= kPatience) return cycle_ms_;
-  double stretched = cycle_ms_ * static_cast<double>(1 << std::min(idle_cycles_ - kPatience, 10));
-  return std::min(stretched, std::max(cycle_ms_, 10.0));
 }
 
 void RuntimeImpl::drainIncoming() {
@@ -444,7 +443,10 @@ bool RuntimeImpl::runCycle() {
           std::chrono::duration<double>(negotiation_end - negotiation_start).count();
     }
   }
-  idle_cycles_ = everyone_idle_ ? idle_cycles_ + 1 : 0;
+  last_cycle_.progressed = !ready.empty();
+  last_cycle_.everyone_idle = everyone_idle_;
+  last_cycle_.some_rank_free = some_rank_free_;
+  last_cycle_.waiting_on_peers = !pending_.empty();
 
   if (stop_flags) {
     failEverything(abortedError(
@@ -459,11 +461,13 @@ bool RuntimeImpl::runCycle() {
 bool RuntimeImpl::exchangeCacheBits(bool need_full, std::vector<Response>* ready) {
   size_t slots = static_cast<size_t>(cache_.highWater());
   // Byte 0: 0 when some rank needs the full exchange. Byte 1: 1 when no rank has anything
-  // pending (min = and). Then one byte per cache slot.
-  constexpr size_t kHeader = 2;
+  // pending (min = and). Byte 2: 0 when some rank has nothing pending. Then one byte per
+  // cache slot.
+  constexpr size_t kHeader = 3;
   cache_bits_.assign(kHeader + slots, 0);
   cache_bits_[0] = need_full ? 0 : 1;
   cache_bits_[1] = pending_.empty() ? 1 : 0;
+  cache_bits_[2] = pending_.empty() ? 0 : 1;
   bool joined = table_.joined(rank_);
   for (size_t s = 0; s < slots; ++s) {
     const Response* r = cache_.at(static_cast<int>(s));
@@ -492,6 +496,7 @@ bool RuntimeImpl::exchangeCacheBits(bool need_full, std::vector<Response>* ready
     auto it = pending_.find(r->key);
     if (it != pending_.end()) it->second.cache_slot = -1;
   }
+  some_rank_free_ = cache_bits_[2] == 0;
   everyone_idle_ = cache_bits_[0] == 1 && cache_bits_[1] == 1 && ready->empty() && table_.empty();
   return cache_bits_[0] == 0;
 }

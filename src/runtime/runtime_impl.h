@@ -21,6 +21,7 @@
 
 #include "ronde/runtime.h"
 #include "runtime/autotuner.h"
+#include "runtime/cycle_pacer.h"
 #include "runtime/descriptor.h"
 #include "runtime/executor.h"
 #include "runtime/liveness_monitor.h"
@@ -67,8 +68,6 @@ class RuntimeImpl final : public Runtime {
   std::vector<int64_t> runInternal(Descriptor descriptor);
   void backgroundLoop();
   bool runCycle();  // false once the runtime stops
-  // How long until the next cycle: the cycle time, stretched while every rank is idle.
-  double nextSleepMs() const;
   void drainIncoming();
   // The cached fast path: true when some rank needs the full exchange this cycle.
   bool exchangeCacheBits(bool need_full, std::vector<Response>* ready);
@@ -102,6 +101,7 @@ class RuntimeImpl final : public Runtime {
   std::vector<LocalRequest> incoming_;  // guarded by mutex_
   std::set<RequestKey> in_flight_;      // guarded by mutex_; (process set, tensorName())
   bool stop_requested_ = false;         // guarded by mutex_
+  bool sleeping_ = false;               // guarded by mutex_: the loop waits for work
   bool stopped_ = false;                // guarded by mutex_: the background thread ended
   bool shut_down_ = false;              // guarded by mutex_: shutdown() ran
   std::exception_ptr fatal_;            // guarded by mutex_
@@ -131,9 +131,10 @@ class RuntimeImpl final : public Runtime {
   double cycle_ms_;
   uint64_t cycle_ = 0;
   bool stall_stopped_ = false;
-  bool everyone_idle_ = false;  // last cycle: no rank had anything pending
-  std::atomic<bool> sleeping_stretched_{false};  // the loop sleeps a stretched idle cycle
-  int idle_cycles_ = 0;         // consecutive such cycles: the same count on every rank
+  bool everyone_idle_ = false;   // last cycle: no rank had anything pending
+  bool some_rank_free_ = false;  // last cycle: some rank had nothing pending
+  CycleOutcome last_cycle_;
+  CyclePacer pacer_;
   std::chrono::steady_clock::time_point synchronized_at_;  // the last negotiation's end
   std::vector<uint8_t> cache_bits_;
   std::vector<uint8_t> gathered_;

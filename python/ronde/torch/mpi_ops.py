@@ -24,13 +24,26 @@ Min = 3
 Max = 4
 Product = 5
 
-# ronde::ReduceOp
-_CORE_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+_CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core.ReduceOp.MIN,
+             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT}
+# The same as ints, for the in-place allreduce's one-call path (an enum costs a conversion).
+_CORE_OP_CODES = {op: int(core) for op, core in _CORE_OPS.items()}
 
-# ronde::RequestKind
-_ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER, _JOIN = range(7)
+_ALLREDUCE = _core.RequestKind.ALLREDUCE
+_ALLGATHER = _core.RequestKind.ALLGATHER
+_BROADCAST = _core.RequestKind.BROADCAST
+_ALLTOALL = _core.RequestKind.ALLTOALL
+_REDUCESCATTER = _core.RequestKind.REDUCESCATTER
+_BARRIER = _core.RequestKind.BARRIER
+_JOIN = _core.RequestKind.JOIN
 
-# ronde::DataType
+# Looked up once: these run for every request.
+_Request = _core.Request
+_TensorRef = _core.TensorRef
+_enqueue = _core.enqueue
+_enqueue_allreduce_ = _core.enqueue_allreduce_
+
+# ronde::DataType codes, as TensorRef takes them
 _DTYPES = {
     torch.uint8: 0,
     torch.int8: 1,
@@ -52,7 +65,7 @@ MismatchError = _core.MismatchError
 # ran a different number of another kind) still agrees with its peers on the next name.
 _counters = collections.defaultdict(itertools.count)
 _next_handle = itertools.count(1)
-# handle -> (core handle, finish(core handle) -> result)
+# handle -> (core handle, finish(core handle) -> result, or None: the result is `value`, value)
 _handles = {}
 
 
@@ -69,7 +82,7 @@ def _next_number(kind, process_set=global_process_set):
 
 def _name(kind, name, process_set=global_process_set):
     if name is not None:
-        return "%s.%s" % (kind, name)
+        return kind + "." + name if name.__class__ is str else "%s.%s" % (kind, name)
     set_id = process_set.process_set_id
     number = _next_number(kind, process_set)
     if set_id == 0:
@@ -82,8 +95,8 @@ def _ref(tensor):
     code = _DTYPES.get(tensor.dtype)
     if code is None:
         raise ValueError("ronde does not support tensors of dtype %s" % tensor.dtype)
-    device = tensor.device.index if tensor.device.type == "cuda" else -1
-    return _core.TensorRef(tensor, tensor.data_ptr(), code, list(tensor.shape), device)
+    device = tensor.get_device() if tensor.is_cuda else -1
+    return _TensorRef(tensor, tensor.data_ptr(), code, tensor.shape, device)
 
 
 def _allocator(like):
@@ -94,19 +107,30 @@ def _allocator(like):
 
 def _spec(kind, name, tensor, output=None, allocate=None, op=Sum, prescale=1.0, postscale=1.0,
           root=0, splits=(), process_set=global_process_set):
-    return (kind, name, _ref(tensor) if tensor is not None else None,
-            _ref(output) if output is not None else None, allocate, _CORE_OPS[op],
-            float(prescale), float(postscale), int(root), list(splits),
-            process_set.process_set_id)
+    """The typed request (ronde._core.Request) for `tensor`; an in-place output shares its view."""
+    source = _ref(tensor) if tensor is not None else None
+    if output is None:
+        target = None
+    else:
+        target = source if output is tensor else _ref(output)
+    return _Request(kind, name, source, target, _CORE_OPS[op], float(prescale), float(postscale),
+                    process_set.process_set_id, int(root), list(splits), allocate)
 
 
-def _register(core_handle, finish):
+def _register(core_handle, finish, value=None):
+    """An integer handle for `core_handle`; synchronize returns finish(core handle), or
+    `value` when there is no finish."""
     handle = next(_next_handle)
-    _handles[handle] = (core_handle, finish)
+    _handles[handle] = (core_handle, finish, value)
     return handle
 
 
 def _check_op(op, average):
+    if average is None:  # the common calls, decided at once
+        if op is None:
+            return Average
+        if op in _CORE_OPS:
+            return op
     if op is not None and average is not None:
         raise ValueError("The op parameter supersedes average. Please provide only one of them.")
     if average is not None:
@@ -147,11 +171,12 @@ def synchronize(handle):
     """Waits for the async operation behind `handle` and returns its result."""
     if callable(handle):  # sparse_allreduce_async's handle: calling it is Horovod's way
         return handle()
-    if handle not in _handles:
+    entry = _handles.pop(handle, None)
+    if entry is None:
         return None
-    core_handle, finish = _handles.pop(handle)
+    core_handle, finish, value = entry
     core_handle.wait()
-    return finish(core_handle)
+    return value if finish is None else finish(core_handle)
 
 
 # --- allreduce -------------------------------------------------------------------------------
@@ -167,19 +192,30 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     op = _check_op(op, average)
     source = tensor.contiguous()
     output = torch.empty_like(source)
-    core = _core.enqueue(_allreduce_spec(source, output, _name("allreduce", name, process_set), op,
-                                         prescale_factor, postscale_factor, process_set))
-    return _register(core, lambda h: output)
+    core = _enqueue(_Request(_ALLREDUCE, _name("allreduce", name, process_set), _ref(source),
+                             _ref(output), _CORE_OPS[op], prescale_factor, postscale_factor,
+                             process_set.process_set_id))
+    return _register(core, None, output)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`."""
+    # The hot path of every gradient hook: one view of the tensor, one typed request.
     op = _check_op(op, average)
-    target, finish = _writable(tensor)
-    core = _core.enqueue(_allreduce_spec(target, target, _name("allreduce", name, process_set), op,
-                                         prescale_factor, postscale_factor, process_set))
-    return _register(core, lambda h: finish(target))
+    if tensor.is_contiguous():
+        target, finish = tensor, None
+    else:
+        target, copy_back = _writable(tensor)
+        finish = lambda h: copy_back(target)  # noqa: E731
+    code = _DTYPES.get(target.dtype)
+    if code is None:
+        raise ValueError("ronde does not support tensors of dtype %s" % target.dtype)
+    core = _enqueue_allreduce_(target, target.data_ptr(), code, target.shape,
+                               target.get_device() if target.is_cuda else -1,
+                               _name("allreduce", name, process_set), _CORE_OP_CODES[op],
+                               prescale_factor, postscale_factor, process_set.process_set_id)
+    return _register(core, finish, target)
 
 
 class _Allreduce(torch.autograd.Function):
@@ -303,7 +339,7 @@ class _Group:
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather along the first dimension (ranks may differ in that dimension)."""
     source = tensor.contiguous()
-    core = _core.enqueue(_spec(_ALLGATHER, _name("allgather", name, process_set), source,
+    core = _enqueue(_spec(_ALLGATHER, _name("allgather", name, process_set), source,
                                allocate=_allocator(source), process_set=process_set))
     return _register(core, lambda h: h.output())
 
@@ -390,7 +426,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     """Starts an in-place broadcast of root_rank's `tensor` (root_rank: a global rank)."""
     root = _root_index(root_rank, process_set)
     target, finish = _writable(tensor)
-    core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), target, target,
+    core = _enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), target, target,
                                root=root, process_set=process_set))
     return _register(core, lambda h: finish(target))
 
@@ -399,7 +435,7 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
     """Starts an out-of-place broadcast; `tensor` is left as it is."""
     root = _root_index(root_rank, process_set)
     output = tensor.detach().clone(memory_format=torch.contiguous_format)
-    core = _core.enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), output, output,
+    core = _enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), output, output,
                                root=root, process_set=process_set))
     return _register(core, lambda h: output)
 
@@ -459,7 +495,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         split_list = [rows // ranks] * ranks
     else:
         split_list = _split_list(splits)
-    core = _core.enqueue(_spec(_ALLTOALL, _name("alltoall", name, process_set), source,
+    core = _enqueue(_spec(_ALLTOALL, _name("alltoall", name, process_set), source,
                                allocate=_allocator(source), splits=split_list,
                                process_set=process_set))
 
@@ -501,7 +537,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     """Starts a reducescatter: rank r gets its share of the first dimension of the reduction."""
     op = _check_op(op, None)
     source = tensor.contiguous()
-    core = _core.enqueue(_spec(_REDUCESCATTER, _name("reducescatter", name, process_set), source,
+    core = _enqueue(_spec(_REDUCESCATTER, _name("reducescatter", name, process_set), source,
                                allocate=_allocator(source), op=op, prescale=prescale_factor,
                                postscale=postscale_factor, process_set=process_set))
     return _register(core, lambda h: h.output())
@@ -588,12 +624,12 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
 def join(device=-1):
     """Marks this rank done: until every rank has joined, it contributes zeros to the other
     ranks' allreduces. Returns the rank that joined last."""
-    core = _core.enqueue(_spec(_JOIN, _name("join", None), None))
+    core = _enqueue(_spec(_JOIN, _name("join", None), None))
     return synchronize(_register(core, lambda h: int(h.result()[0]) if h.result() else -1))
 
 
 def barrier(process_set=global_process_set):
     """Blocks until every rank of the process set has reached the barrier."""
-    core = _core.enqueue(_spec(_BARRIER, _name("barrier", None, process_set), None,
+    core = _enqueue(_spec(_BARRIER, _name("barrier", None, process_set), None,
                                process_set=process_set))
     synchronize(_register(core, lambda h: None))
