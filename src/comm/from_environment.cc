@@ -109,12 +109,15 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
   // The backend is chosen before any rank meets the others, so a bad choice fails fast.
   const Backend& backend = chooseBackend(options.backend, launcher.name);
   std::unique_ptr<Communicator> comm = backend.create(options);
-  if (!port_file.empty() && s.rank == 0) {
-    // Every rank has met (the communicator is built), so nobody needs the port file now.
+  if (!port_file.empty()) {
+    // Every rank has met (the communicator is built), so nobody needs the port file now. The
+    // second barrier keeps every rank here until it is gone: a rank that raced ahead to its next
+    // init (a second communicator beside this one) would read this store's port and meet no one.
     comm->barrier();
-    std::remove(port_file.c_str());
-    ::rmdir(port_file.substr(0, port_file.rfind('/')).c_str());
-  } else if (!port_file.empty()) {
+    if (s.rank == 0) {
+      std::remove(port_file.c_str());
+      ::rmdir(port_file.substr(0, port_file.rfind('/')).c_str());
+    }
     comm->barrier();
   }
   if (server) comm->holdUntilDestroyed(server);
