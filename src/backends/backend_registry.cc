@@ -77,7 +77,10 @@ const Backend& chooseBackend(CpuOperations requested, const std::string& launche
 }
 
 std::unique_ptr<Communicator> Communicator::create(const CommOptions& options) {
-  return chooseBackend(options.backend, detectExternalLauncher().name).create(options);
+  // Only MPI cares how the ranks were started; the others never read the environment.
+  const std::string launcher =
+      options.backend == CpuOperations::kMpi ? detectExternalLauncher().name : "";
+  return chooseBackend(options.backend, launcher).create(options);
 }
 
 }  // namespace ronde

@@ -29,8 +29,8 @@ bool expectFailure(Communicator& comm, ErrorCode code, const std::string& needle
     comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
   } catch (const Error& e) {
     double took = std::chrono::duration<double>(Clock::now() - start).count();
-    bool ok = e.code() == code && std::string(e.what()).find(needle) != std::string::npos &&
-              took < max_s;
+    bool ok =
+        e.code() == code && std::string(e.what()).find(needle) != std::string::npos && took < max_s;
     if (!ok) {
       std::printf("rank %d: got %s after %.1f s: %s\n", comm.rank(), ronde::errorCodeName(e.code()),
                   took, e.what());

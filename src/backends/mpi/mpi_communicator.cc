@@ -181,11 +181,11 @@ void MpiCommunicator::complete(MPI_Request* request, const char* what,
     }
     const auto now = Deadline::Clock::now();
     if (now >= deadline_.at()) {
-      leavePending(*request, std::move(scratch),
-                   makeError(ErrorCode::kTimeout, current_, " on ", topology_.name(rank()),
-                             " did not finish within the collective timeout (",
-                             options_.timeout.count(), " ms) in ", what,
-                             "; MPI cannot cancel it, so the job is to be restarted"));
+      leavePending(
+          *request, std::move(scratch),
+          makeError(ErrorCode::kTimeout, current_, " on ", topology_.name(rank()),
+                    " did not finish within the collective timeout (", options_.timeout.count(),
+                    " ms) in ", what, "; MPI cannot cancel it, so the job is to be restarted"));
     }
     if (now >= next_store_check) {
       next_store_check = now + kPatience;
@@ -208,18 +208,20 @@ void MpiCommunicator::verify(const OpDescriptor& descriptor) {
   auto gathered = std::make_shared<std::vector<OpDescriptor>>(static_cast<size_t>(size()));
   std::vector<OpDescriptor>& all = *gathered;
   MPI_Request request;
-  check(MPI_Iallgather(mine.get(), sizeof(OpDescriptor), MPI_BYTE, all.data(),
-                       sizeof(OpDescriptor), MPI_BYTE, comm_, &request),
+  check(MPI_Iallgather(mine.get(), sizeof(OpDescriptor), MPI_BYTE, all.data(), sizeof(OpDescriptor),
+                       MPI_BYTE, comm_, &request),
         "MPI_Iallgather of the call descriptors");
-  complete(&request, "MPI_Iallgather of the call descriptors",
-           std::make_shared<std::pair<std::shared_ptr<OpDescriptor>,
-                                      std::shared_ptr<std::vector<OpDescriptor>>>>(mine, gathered));
+  complete(
+      &request, "MPI_Iallgather of the call descriptors",
+      std::make_shared<
+          std::pair<std::shared_ptr<OpDescriptor>, std::shared_ptr<std::vector<OpDescriptor>>>>(
+          mine, gathered));
   std::ostringstream differences;
   for (int r = 0; r < size(); ++r) {
     std::string difference = describeDifference(all[0], all[static_cast<size_t>(r)]);
     if (difference.empty()) continue;
-    differences << "; " << topology_.name(r) << " called " << describeOp(all[static_cast<size_t>(r)])
-                << " (" << difference << ")";
+    differences << "; " << topology_.name(r) << " called "
+                << describeOp(all[static_cast<size_t>(r)]) << " (" << difference << ")";
   }
   if (differences.tellp() > 0) {
     throw makeError(ErrorCode::kMismatch, "ranks disagree on collective #", descriptor.op_index,
@@ -231,8 +233,8 @@ template <typename Body>
 void MpiCommunicator::run(OpDescriptor descriptor, Body&& body) {
   if (aborted_.load()) {
     std::lock_guard<std::mutex> lock(abort_mutex_);
-    throw makeError(ErrorCode::kAborted, "the communicator was aborted by an earlier failure: ",
-                    abort_reason_);
+    throw makeError(ErrorCode::kAborted,
+                    "the communicator was aborted by an earlier failure: ", abort_reason_);
   }
   descriptor.op_index = ++op_index_;
   deadline_ = Deadline::after(options_.timeout);
@@ -255,7 +257,8 @@ int MpiCommunicator::toInt(size_t count, const char* what) const {
   return static_cast<int>(count);
 }
 
-std::vector<int> MpiCommunicator::toInts(const std::vector<size_t>& counts, const char* what) const {
+std::vector<int> MpiCommunicator::toInts(const std::vector<size_t>& counts,
+                                         const char* what) const {
   size_t total = 0;
   std::vector<int> ints;
   for (size_t c : counts) {
@@ -319,7 +322,8 @@ void MpiCommunicator::allgatherv(const void* in, void* out, const std::vector<si
     std::vector<int> displacements(ints.size());
     for (size_t r = 1; r < ints.size(); ++r) displacements[r] = displacements[r - 1] + ints[r - 1];
     const size_t elem = dataTypeSize(type);
-    char* my_block = static_cast<char*>(out) + static_cast<size_t>(displacements[static_cast<size_t>(rank())]) * elem;
+    char* my_block = static_cast<char*>(out) +
+                     static_cast<size_t>(displacements[static_cast<size_t>(rank())]) * elem;
     const size_t my_bytes = counts[static_cast<size_t>(rank())] * elem;
     if (size() == 1) {
       if (my_block != in && my_bytes > 0) std::memmove(my_block, in, my_bytes);
@@ -343,8 +347,9 @@ void MpiCommunicator::broadcast(void* buffer, size_t count, DataType type, int r
   d.root = root;
   run(d, [&] {
     if (root < 0 || root >= size()) {
-      throw makeError(ErrorCode::kInvalidArgument, "broadcast root ", root, " is not a rank of this ",
-                      size(), "-rank job (", topology_.name(rank()), ")");
+      throw makeError(ErrorCode::kInvalidArgument, "broadcast root ", root,
+                      " is not a rank of this ", size(), "-rank job (", topology_.name(rank()),
+                      ")");
     }
     const int n = toInt(count, "broadcast");
     if (size() == 1 || count == 0) return;
@@ -389,8 +394,9 @@ void MpiCommunicator::alltoallv(const void* in, const std::vector<size_t>& send_
     auto verdict = std::make_shared<std::array<int, 4>>(std::array<int, 4>{
         first_bad == INT_MAX ? 0 : 1, first_bad == INT_MAX ? -1 : rank(), 0, -1});
     const int* any_bad = verdict->data() + 2;
-    check(MPI_Iallreduce(verdict->data(), verdict->data() + 2, 2, MPI_INT, MPI_MAX, comm_, &request),
-          "MPI_Iallreduce of the split check");
+    check(
+        MPI_Iallreduce(verdict->data(), verdict->data() + 2, 2, MPI_INT, MPI_MAX, comm_, &request),
+        "MPI_Iallreduce of the split check");
     complete(&request, "MPI_Iallreduce of the split check", verdict);
     if (first_bad != INT_MAX) {
       const size_t j = static_cast<size_t>(first_bad);

@@ -38,8 +38,9 @@ void ensureInitialized() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized) {
-    throw makeError(ErrorCode::kConfig,
-                    "MPI was finalised in this process already: the MPI backend cannot start again");
+    throw makeError(
+        ErrorCode::kConfig,
+        "MPI was finalised in this process already: the MPI backend cannot start again");
   }
   int provided = 0;
   if (!initialized) {

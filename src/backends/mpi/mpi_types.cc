@@ -63,10 +63,14 @@ MPI_Op TypeMap::op(DataType type, ReduceOp op) const {
   }
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAverage: return MPI_SUM;
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kProduct: return MPI_PROD;
+    case ReduceOp::kAverage:
+      return MPI_SUM;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kProduct:
+      return MPI_PROD;
   }
   return MPI_SUM;
 }
