@@ -17,8 +17,9 @@ namespace ronde {
 namespace {
 
 constexpr size_t kHostnameBytes = 256;
-// A wait this long starts checking the store for a failure another rank published, and yields
-// the CPU between polls (short collectives keep spinning: MPI progresses inside MPI_Test).
+// How often a wait checks the store for a failure another rank published. Between checks it
+// spins on MPI_Test as OpenMPI's MPI_Wait does: MPI progresses only inside its calls, so a
+// poll that yields the CPU delays the collective whenever other processes want it.
 constexpr auto kPatience = std::chrono::milliseconds(50);
 // How long the destructor waits for a collective a timeout or abort left pending.
 constexpr Duration kDrainTime{2000};
@@ -195,9 +196,6 @@ void MpiCommunicator::complete(MPI_Request* request, const char* what,
         abort(code, reason);
         leavePending(*request, std::move(scratch), Error(code, reason));
       }
-      sched_yield();
-    } else if (now - start >= kPatience) {
-      sched_yield();
     }
   }
 }
