@@ -36,6 +36,9 @@ struct CommOptions {
   std::string interface;         // address or interface name for TCP listening sockets
   std::string secret;            // job secret for data connections; empty: no check
   TransportKind transport = TransportKind::kAuto;
+  // Which backend create() builds (src/backends/): auto picks the first of the preference list
+  // that serves the job; mpi needs a build with MPI and ranks started by mpirun or srun.
+  CpuOperations backend = CpuOperations::kAuto;
   Duration timeout{300000};       // each collective
   Duration start_timeout{60000};  // meeting the other ranks
   int64_t small_allreduce_bytes = 64 * 1024;
@@ -63,7 +66,8 @@ class Work {
 
 class Communicator {
  public:
-  // Meets the other ranks through options.store and connects the transports.
+  // Meets the other ranks through options.store and connects the transports of the backend
+  // options.backend names. Error(kConfig) when that backend is not built or cannot serve here.
   static std::unique_ptr<Communicator> create(const CommOptions& options);
 
   // Reads rank, size and the store from the environment: `ronde run`, mpirun (OpenMPI's
@@ -124,12 +128,19 @@ class Communicator {
   // data plane, used by the runtime's liveness heartbeats.
   virtual std::shared_ptr<Store> store() const { return nullptr; }
 
-  // Names of the transports in use, e.g. "shm" or "shm+tcp".
+  // Names of the transports in use, e.g. "shm" or "shm+tcp" ("mpi" for the MPI backend).
   virtual std::string transportName() const = 0;
+
+  // Keeps an object (e.g. the store server rank 0 runs) alive as long as the communicator: the
+  // base is destroyed last, so it outlives everything the backend owns.
+  void holdUntilDestroyed(std::shared_ptr<void> resource) { held_.push_back(std::move(resource)); }
 
  protected:
   // Runs `fn` on the worker thread; the Work reports its outcome.
   virtual std::shared_ptr<Work> enqueue(std::function<void()> fn) = 0;
+
+ private:
+  std::vector<std::shared_ptr<void>> held_;
 };
 
 }  // namespace ronde

@@ -13,6 +13,9 @@
 namespace ronde {
 
 enum class TransportKind { kAuto, kShm, kTcp };
+// Which communication backend runs the host collectives (Horovod's HOROVOD_CPU_OPERATIONS).
+// kAuto: the first of the preference list that serves the job (src/backends/backend_registry.cc).
+enum class CpuOperations { kAuto, kNative, kMpi };
 enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError, kFatal };
 
 struct Settings {
@@ -32,6 +35,7 @@ struct Settings {
   std::string interface;  // network interface or address the data plane binds to
 
   TransportKind transport = TransportKind::kAuto;
+  CpuOperations cpu_operations = CpuOperations::kAuto;
   double timeout_seconds = 300;      // longest wait inside a collective
   double start_timeout_seconds = 60; // longest wait for all ranks to meet
   LogLevel log_level = LogLevel::kWarning;
@@ -73,6 +77,7 @@ struct Settings {
 };
 
 const char* transportKindName(TransportKind kind);
+const char* cpuOperationsName(CpuOperations operations);
 
 // RONDE_TIMELINE's value that writes no file at init: start_timeline() starts it later
 // (Horovod's HOROVOD_TIMELINE=DYNAMIC).

@@ -9,6 +9,7 @@ CommOptions CommOptions::fromSettings(const Settings& s) {
   o.interface = s.interface;
   o.secret = s.secret;
   o.transport = s.transport;
+  o.backend = s.cpu_operations;
   o.timeout = Duration(static_cast<int64_t>(s.timeout_seconds * 1000));
   o.start_timeout = Duration(static_cast<int64_t>(s.start_timeout_seconds * 1000));
   o.small_allreduce_bytes = s.small_allreduce_bytes;

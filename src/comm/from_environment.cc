@@ -4,63 +4,16 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <thread>
 
-#include "comm/native_communicator.h"
+#include "backends/backend_registry.h"
+#include "comm/external_launcher.h"
 #include "common/logging.h"
 #include "transport/tcp/socket_util.h"
 
 namespace ronde {
 namespace {
-
-int envInt(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return fallback;
-  char* end = nullptr;
-  long parsed = std::strtol(value, &end, 10);
-  if (*end != '\0' || parsed < 0) {
-    throw makeError(ErrorCode::kConfig, name, "='", value, "' is not a non-negative integer");
-  }
-  return static_cast<int>(parsed);
-}
-
-std::string envString(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
-
-struct ExternalLauncher {
-  std::string name;    // "mpirun", "srun" or empty
-  std::string job_id;  // identifies this job on the host
-};
-
-// Rank and size from mpirun (OpenMPI, or any PMI-based MPI) and srun.
-ExternalLauncher readExternalLauncher(Settings& s) {
-  ExternalLauncher launcher;
-  if (std::getenv("OMPI_COMM_WORLD_RANK")) {
-    launcher.name = "mpirun";
-    s.rank = envInt("OMPI_COMM_WORLD_RANK", 0);
-    s.size = envInt("OMPI_COMM_WORLD_SIZE", 1);
-    launcher.job_id = envString("OMPI_MCA_ess_base_jobid");
-    if (launcher.job_id.empty()) launcher.job_id = envString("PMIX_NAMESPACE");
-  } else if (std::getenv("PMI_RANK")) {
-    launcher.name = "mpirun";
-    s.rank = envInt("PMI_RANK", 0);
-    s.size = envInt("PMI_SIZE", 1);
-    launcher.job_id = envString("PMI_JOBID");
-  } else if (std::getenv("SLURM_PROCID")) {
-    launcher.name = "srun";
-    s.rank = envInt("SLURM_PROCID", 0);
-    s.size = envInt("SLURM_NTASKS", 1);
-    launcher.job_id = envString("SLURM_JOB_ID") + "." + envString("SLURM_STEP_ID");
-  }
-  if (!launcher.name.empty() && launcher.job_id.empty()) {
-    launcher.job_id = std::to_string(::getppid());  // ranks on a host share their launcher
-  }
-  return launcher;
-}
 
 // Without `ronde run`, rank 0 serves the store. With RONDE_STORE_ADDRESS it listens there (the
 // only way across hosts); otherwise, on one host, it picks a free port and leaves it in a file
@@ -109,7 +62,11 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
   Settings s = Settings::fromEnvironment();
   setLogThreshold(s.log_level);
   ExternalLauncher launcher;
-  if (s.rank < 0) launcher = readExternalLauncher(s);
+  if (s.rank < 0) {
+    launcher = detectExternalLauncher();
+    s.rank = launcher.rank;
+    s.size = launcher.size;
+  }
   if (s.rank < 0) {
     s.rank = 0;
     s.size = 1;
@@ -149,13 +106,18 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
     options.store =
         std::make_shared<PrefixStore>(options.store, "gen/" + std::to_string(options.generation));
   }
-  auto comm = std::make_unique<NativeCommunicator>(options);
-  if (!port_file.empty() && s.rank == 0) {
-    // Every rank has met (the communicator is built), so nobody needs the port file now.
+  // The backend is chosen before any rank meets the others, so a bad choice fails fast.
+  const Backend& backend = chooseBackend(options.backend, launcher.name);
+  std::unique_ptr<Communicator> comm = backend.create(options);
+  if (!port_file.empty()) {
+    // Every rank has met (the communicator is built), so nobody needs the port file now. The
+    // second barrier keeps every rank here until it is gone: a rank that raced ahead to its next
+    // init (a second communicator beside this one) would read this store's port and meet no one.
     comm->barrier();
-    std::remove(port_file.c_str());
-    ::rmdir(port_file.substr(0, port_file.rfind('/')).c_str());
-  } else if (!port_file.empty()) {
+    if (s.rank == 0) {
+      std::remove(port_file.c_str());
+      ::rmdir(port_file.substr(0, port_file.rfind('/')).c_str());
+    }
     comm->barrier();
   }
   if (server) comm->holdUntilDestroyed(server);

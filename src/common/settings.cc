@@ -19,7 +19,7 @@ namespace {
 
 using Member = std::variant<int Settings::*, int64_t Settings::*, double Settings::*,
                             bool Settings::*, std::string Settings::*, TransportKind Settings::*,
-                            LogLevel Settings::*>;
+                            LogLevel Settings::*, CpuOperations Settings::*>;
 
 struct Field {
   const char* name;  // without the RONDE_ / HOROVOD_ prefix
@@ -59,6 +59,10 @@ const Field kFields[] = {
      "Network interface name or address the data plane binds to (empty: the store's route)."},
     {"TRANSPORT", &Settings::transport, nullptr,
      "Data plane: auto (shared memory within a host, TCP across), shm, or tcp."},
+    {"CPU_OPERATIONS", &Settings::cpu_operations, nullptr,
+     "Backend of the host collectives: auto (native), native (ronde's shm + TCP; gloo is "
+     "accepted as its Horovod name), or mpi (OpenMPI's collectives; needs a build with MPI and "
+     "ranks started by mpirun or srun)."},
     {"TIMEOUT_SECONDS", &Settings::timeout_seconds, kSeconds,
      "Longest wait inside a collective before it fails with a timeout."},
     {"START_TIMEOUT", &Settings::start_timeout_seconds, kSeconds,
@@ -171,6 +175,16 @@ TransportKind parseTransport(const Source& source) {
   malformed(source, "a transport (auto, shm or tcp)");
 }
 
+CpuOperations parseCpuOperations(const Source& source) {
+  const std::string text = lower(trim(source.value));
+  // Horovod's gloo backend is what ronde's native one replaces: its scripts keep working.
+  if (text == "gloo") return CpuOperations::kNative;
+  for (CpuOperations kind : {CpuOperations::kAuto, CpuOperations::kNative, CpuOperations::kMpi}) {
+    if (text == cpuOperationsName(kind)) return kind;
+  }
+  malformed(source, "a backend (auto, native, gloo or mpi)");
+}
+
 const char* logLevelName(LogLevel level) {
   switch (level) {
     case LogLevel::kTrace: return "trace";
@@ -208,6 +222,8 @@ void apply(const Field& field, const Source& source, Settings& settings) {
           target = parseTransport(source);
         } else if constexpr (std::is_same_v<Value, LogLevel>) {
           target = parseLogLevel(source);
+        } else if constexpr (std::is_same_v<Value, CpuOperations>) {
+          target = parseCpuOperations(source);
         } else {
           target = source.value;
         }
@@ -226,6 +242,8 @@ std::string format(const Field& field, const Settings& settings) {
           return transportKindName(value);
         } else if constexpr (std::is_same_v<Value, LogLevel>) {
           return logLevelName(value);
+        } else if constexpr (std::is_same_v<Value, CpuOperations>) {
+          return cpuOperationsName(value);
         } else if constexpr (std::is_same_v<Value, std::string>) {
           return value;
         } else {
@@ -273,6 +291,15 @@ const char* transportKindName(TransportKind kind) {
     case TransportKind::kAuto: return "auto";
     case TransportKind::kShm: return "shm";
     case TransportKind::kTcp: return "tcp";
+  }
+  return "unknown";
+}
+
+const char* cpuOperationsName(CpuOperations operations) {
+  switch (operations) {
+    case CpuOperations::kAuto: return "auto";
+    case CpuOperations::kNative: return "native";
+    case CpuOperations::kMpi: return "mpi";
   }
   return "unknown";
 }

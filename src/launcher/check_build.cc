@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "backends/backend_registry.h"
 #include "launcher/build_info.h"
 #include "launcher/cli.h"
 #include "launcher/process_group.h"
@@ -131,11 +132,16 @@ int checkBuild(bool print_settings, const std::string& python) {
   if (!mpi_runtime.empty()) {
     mpi_detail += std::string(mpi_detail.empty() ? "" : "; ") + "mpirun: " + mpi_runtime;
   }
-  printSection("Backends", {
-                               {true, "native", "ronde's own collectives"},
-                               {RONDE_BUILD_HAS_MPI != 0, "MPI", mpi_detail},
-                               {RONDE_BUILD_HAS_NCCL != 0, "NCCL", ""},
-                           });
+  // The registry's list, in its order of preference; MPI printed as Horovod prints it.
+  std::vector<Component> backend_list;
+  for (const Backend& backend : backends()) {
+    const bool mpi = backend.kind == CpuOperations::kMpi;
+    std::string detail = backend.description;
+    if (mpi && !mpi_detail.empty()) detail += "; " + mpi_detail;
+    backend_list.push_back({backend.built, mpi ? "MPI" : backend.name, detail});
+  }
+  backend_list.push_back({RONDE_BUILD_HAS_NCCL != 0, "NCCL", ""});
+  printSection("Backends", backend_list);
   printSection("Frontends",
                {
                    {true, "C++", "include/ronde"},

@@ -8,6 +8,7 @@
 
 #include "launcher/run_options.h"
 #include "launcher/worker_env.h"
+#include "ronde/settings.h"
 
 namespace ronde::launcher {
 namespace {
@@ -67,25 +68,29 @@ CLI::Validator above(double bound) {
 // contract with settings.cc.
 void addTuningOptions(CLI::App* run, RunOptions* options) {
   EnvList* env = &options->settings;
+  // The defaults the help states are the workers' own (settings.h), never a second copy.
+  const Settings defaults;
+  auto byDefault = [](double value) { return " (default " + formatNumber(value) + ")"; };
   run->add_option_function<double>(
          "--fusion-threshold-mb",
          [env](double mb) {
            setVariable(env, "RONDE_FUSION_THRESHOLD",
                        std::to_string(static_cast<int64_t>(std::llround(mb * 1024 * 1024))));
          },
-         "Tensor fusion buffer size in MiB; 0 disables fusion (default 128)")
+         "Tensor fusion buffer size in MiB; 0 disables fusion" +
+             byDefault(static_cast<double>(defaults.fusion_threshold_bytes) / (1024 * 1024)))
       ->check(atLeast(0))
       ->group("Tuning");
   run->add_option_function<double>(
          "--cycle-time-ms",
          [env](double ms) { setVariable(env, "RONDE_CYCLE_TIME", formatNumber(ms)); },
-         "Time between fusion cycles in milliseconds (default 1)")
+         "Time between fusion cycles in milliseconds" + byDefault(defaults.cycle_time_ms))
       ->check(atLeast(0))
       ->group("Tuning");
   run->add_option_function<int>(
          "--cache-capacity",
          [env](int n) { setVariable(env, "RONDE_CACHE_CAPACITY", std::to_string(n)); },
-         "Entries in the response cache; 0 disables it (default 1024)")
+         "Entries in the response cache; 0 disables it" + byDefault(defaults.cache_capacity))
       ->check(atLeast(0))
       ->group("Tuning");
   run->add_flag_callback(
@@ -123,7 +128,7 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
   run->add_option_function<double>(
          "--stall-check-warning-time-seconds",
          [env](double s) { setVariable(env, "RONDE_STALL_CHECK_TIME_SECONDS", formatNumber(s)); },
-         "Warn when ranks wait this long for others (default 60)")
+         "Warn when ranks wait this long for others" + byDefault(defaults.stall_check_seconds))
       ->check(atLeast(0))
       ->group("Stall check");
   run->add_option_function<double>(
@@ -131,14 +136,15 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          [env](double s) {
            setVariable(env, "RONDE_STALL_SHUTDOWN_TIME_SECONDS", formatNumber(s));
          },
-         "Shut down when ranks wait this long for others; 0 never (default 0)")
+         "Shut down when ranks wait this long for others; 0 never" +
+             byDefault(defaults.stall_shutdown_seconds))
       ->check(atLeast(0))
       ->group("Stall check");
   run->add_option_function<double>(
          "--liveness-timeout-seconds",
          [env](double s) { setVariable(env, "RONDE_LIVENESS_TIMEOUT_SECONDS", formatNumber(s)); },
-         "Fail the job when a rank's heartbeat stops this long (stopped or wedged); 0 never "
-         "(default 10)")
+         "Fail the job when a rank's heartbeat stops this long (stopped or wedged); 0 never" +
+             byDefault(defaults.liveness_timeout_seconds))
       ->check(atLeast(0))
       ->group("Stall check");
   run->add_option_function<std::string>(
@@ -158,7 +164,9 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
            options->start_timeout_seconds = s;
            setVariable(env, "RONDE_START_TIMEOUT", formatNumber(s));
          },
-         "Seconds for the launcher's host checks and for all ranks to meet (default 30 / 60)")
+         "Seconds for the launcher's host checks and for all ranks to meet (default " +
+             formatNumber(RunOptions{}.start_timeout_seconds) + " / " +
+             formatNumber(defaults.start_timeout_seconds) + ")")
       ->check(above(0));
 }
 

@@ -1,4 +1,4 @@
-#include "comm/native_communicator.h"
+#include "backends/native/native_communicator.h"
 
 #include <unistd.h>
 
@@ -24,10 +24,6 @@ std::string localHostname() {
 bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 }  // namespace
-
-std::unique_ptr<Communicator> Communicator::create(const CommOptions& options) {
-  return std::make_unique<NativeCommunicator>(options);
-}
 
 NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(options) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {

@@ -48,9 +48,6 @@ class NativeCommunicator final : public Communicator {
   std::shared_ptr<Store> store() const override { return options_.store; }
   std::string transportName() const override;
 
-  // Keeps an object (e.g. the store server rank 0 runs) alive as long as the communicator.
-  void holdUntilDestroyed(std::shared_ptr<void> resource) { held_.push_back(std::move(resource)); }
-
  protected:
   std::shared_ptr<Work> enqueue(std::function<void()> fn) override { return queue_.submit(std::move(fn)); }
 
@@ -87,7 +84,6 @@ class NativeCommunicator final : public Communicator {
   ErrorCode abort_code_ = ErrorCode::kAborted;
   std::string abort_reason_;
 
-  std::vector<std::shared_ptr<void>> held_;
   WorkQueue queue_;  // last: drained before anything above is destroyed
 };
 

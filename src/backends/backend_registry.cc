@@ -1,0 +1,86 @@
+// The one place that knows which backends this build has: RONDE_HAVE_MPI is defined for this
+// file alone when CMake found MPI and built src/backends/mpi/.
+#include "backends/backend_registry.h"
+
+#include "backends/native/native_communicator.h"
+#include "comm/external_launcher.h"
+#include "ronde/errors.h"
+
+#ifdef RONDE_HAVE_MPI
+#include "backends/mpi/mpi_backend.h"
+#endif
+
+namespace ronde {
+namespace {
+
+std::unique_ptr<Communicator> createNative(const CommOptions& options) {
+  return std::make_unique<NativeCommunicator>(options);
+}
+
+std::string nativeServesEveryLauncher(const std::string&) { return ""; }
+
+std::string mpiNeedsAnMpiLauncher(const std::string& launcher) {
+  if (launcher.empty()) {
+    return "the MPI backend needs ranks started by mpirun or srun (MPI_Init cannot join ranks "
+           "that `ronde run` or RONDE_RANK started); unset it or start the job with mpirun";
+  }
+  return "";
+}
+
+#ifdef RONDE_HAVE_MPI
+constexpr bool kMpiBuilt = true;
+std::unique_ptr<Communicator> createMpi(const CommOptions& options) {
+  return makeMpiCommunicator(options);
+}
+#else
+constexpr bool kMpiBuilt = false;
+std::unique_ptr<Communicator> createMpi(const CommOptions&) {
+  throw makeError(ErrorCode::kConfig, "this build of ronde has no MPI backend");
+}
+#endif
+
+}  // namespace
+
+const std::vector<Backend>& backends() {
+  // MPI comes first when asked for, but never unasked: a job started by mpirun keeps ronde's
+  // own transports unless RONDE_CPU_OPERATIONS=mpi says otherwise (as HOROVOD_CPU_OPERATIONS).
+  static const std::vector<Backend> all = {
+      {CpuOperations::kMpi, "mpi", "OpenMPI's collectives (RONDE_CPU_OPERATIONS=mpi under mpirun)",
+       kMpiBuilt, false, mpiNeedsAnMpiLauncher, createMpi},
+      {CpuOperations::kNative, "native", "ronde's own collectives over shm and TCP", true, true,
+       nativeServesEveryLauncher, createNative},
+  };
+  return all;
+}
+
+const Backend& chooseBackend(CpuOperations requested, const std::string& launcher) {
+  for (const Backend& backend : backends()) {
+    if (requested == CpuOperations::kAuto) {
+      if (backend.built && backend.chosen_by_default) return backend;
+      continue;
+    }
+    if (backend.kind != requested) continue;
+    if (!backend.built) {
+      throw makeError(ErrorCode::kConfig, "RONDE_CPU_OPERATIONS=", backend.name,
+                      " (or HOROVOD_CPU_OPERATIONS) asks for the ", backend.name,
+                      " backend, but this build of ronde has none: rebuild where CMake finds it "
+                      "(for MPI: apt-get install libopenmpi-dev, -DRONDE_WITH_MPI=ON)");
+    }
+    std::string reason = backend.unavailable_reason(launcher);
+    if (!reason.empty()) {
+      throw makeError(ErrorCode::kConfig, "RONDE_CPU_OPERATIONS=", backend.name, ": ", reason);
+    }
+    return backend;
+  }
+  throw makeError(ErrorCode::kConfig, "no communication backend for RONDE_CPU_OPERATIONS=",
+                  cpuOperationsName(requested));
+}
+
+std::unique_ptr<Communicator> Communicator::create(const CommOptions& options) {
+  // Only MPI cares how the ranks were started; the others never read the environment.
+  const std::string launcher =
+      options.backend == CpuOperations::kMpi ? detectExternalLauncher().name : "";
+  return chooseBackend(options.backend, launcher).create(options);
+}
+
+}  // namespace ronde

@@ -1,0 +1,37 @@
+// The communication backends behind the Communicator contract, in order of preference, and the
+// choice among them at init. A backend compiled out (MPI without an MPI library) stays in the
+// list with built == false, so that asking for it names the reason, and `ronde check-build`
+// shows it unticked.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ronde/communicator.h"
+#include "ronde/settings.h"
+
+namespace ronde {
+
+struct Backend {
+  CpuOperations kind;
+  const char* name;         // "native", "mpi": the value RONDE_CPU_OPERATIONS takes
+  const char* description;  // one line for check-build
+  bool built;               // compiled into this library
+  // Chosen under RONDE_CPU_OPERATIONS=auto when it is the first such backend built.
+  bool chosen_by_default;
+  // Empty when the backend can serve ranks started by `launcher` ("mpirun", "srun" or ""); else
+  // why not, for the error when it was asked for.
+  std::string (*unavailable_reason)(const std::string& launcher);
+  std::unique_ptr<Communicator> (*create)(const CommOptions& options);
+};
+
+// Every backend ronde knows, most preferred first.
+const std::vector<Backend>& backends();
+
+// The backend `requested` names, or under kAuto the first built one chosen by default.
+// Error(kConfig) naming the variable when the requested backend is not built or cannot serve
+// ranks started by `launcher`.
+const Backend& chooseBackend(CpuOperations requested, const std::string& launcher);
+
+}  // namespace ronde

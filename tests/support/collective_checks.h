@@ -1,0 +1,19 @@
+// Every collective x dtype x op x size on one communicator, against an independent reference:
+// the bodies of collectives_test.cc, shared by every backend's test. Call on every rank; each
+// throws std::runtime_error naming the first wrong result.
+#pragma once
+
+#include "ronde/communicator.h"
+
+namespace ronde::testing {
+
+void checkAllreduceEveryDtypeOpAndSize(Communicator& comm);
+void checkAllreduceLargeBuffersAndScaling(Communicator& comm);
+void checkAllreduceLargeUnscaled(Communicator& comm);
+void checkAllgathervUnevenCounts(Communicator& comm);
+void checkBroadcastFromEveryRoot(Communicator& comm);
+void checkAlltoallvWithSplits(Communicator& comm);
+void checkReducescatterUneven(Communicator& comm);
+void checkBarrierAndAsyncInOrder(Communicator& comm);
+
+}  // namespace ronde::testing
