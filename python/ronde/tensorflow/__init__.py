@@ -7,8 +7,6 @@ runtime's message inside a graph. See docs/frontends.md for the mechanism.
 """
 
 from ronde import _core
-from ronde.common import numpy_ops as _nops
-from ronde.common import process_sets as _process_sets
 from ronde.common.process_sets import (ProcessSet, add_process_set, global_process_set,
                                        remove_process_set)
 from ronde.tensorflow import mpi_ops as _mpi_ops
@@ -22,48 +20,12 @@ from ronde.tensorflow.mpi_ops import (Adasum, Average, HorovodInternalError, Max
                                       grouped_allgather, grouped_allreduce,
                                       grouped_reducescatter, join, reducescatter)
 
-size = _core.size
-rank = _core.rank
-local_size = _core.local_size
-local_rank = _core.local_rank
-cross_size = _core.cross_size
-cross_rank = _core.cross_rank
-is_initialized = _core.is_initialized
+from ronde.common.basics import (cross_rank, cross_size, init, is_homogeneous,  # noqa: E402
+                                 is_initialized, local_rank, local_size, rank, shutdown, size,
+                                 start_timeline, stop_timeline)
+from ronde.common.basics import on_reset as _on_reset  # noqa: E402
 
-
-def init(comm=None, process_sets=None):
-    """Horovod's `hvd.init`: joins the job started by `ronde run` (or mpirun/srun). Calling it
-    again while initialized is harmless; after shutdown() it starts a fresh runtime.
-    `comm` (an MPI communicator) is refused; `process_sets` are registered now."""
-    if comm is not None and comm != []:
-        raise ValueError("ronde.tensorflow.init: an MPI communicator is not supported")
-    if not _core.is_initialized():
-        _core.shutdown()  # a runtime that stopped by itself is replaced
-        _mpi_ops._reset()
-        _process_sets.forget_registrations()
-    _core.init()
-    for process_set in process_sets or []:
-        if process_set.process_set_id is None:
-            add_process_set(process_set)
-
-
-def shutdown():
-    """Horovod's `hvd.shutdown`: leaves the job; init() may join again later."""
-    _core.shutdown()
-    _mpi_ops._reset()
-    _process_sets.forget_registrations()
-
-
-def is_homogeneous():
-    return size() == local_size() * cross_size()
-
-
-def start_timeline(file_path, mark_cycles=False):
-    _core.start_timeline(file_path, mark_cycles)
-
-
-def stop_timeline():
-    _core.stop_timeline()
+_on_reset(_mpi_ops._forget_handles)
 
 
 def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",

@@ -42,8 +42,7 @@ _pending = {}
 _next_handle = itertools.count(1)
 
 
-def _reset():
-    nops.reset_naming()
+def _forget_handles():
     _pending.clear()
 
 
