@@ -9,8 +9,14 @@ cd "$(dirname "$0")/.."
 venv=${RONDE_TF_VENV:-.venv-tf}
 pip_quiet=(-q --disable-pip-version-check)
 
-if ! ls dist/ronde-*.whl >/dev/null 2>&1; then
-  echo "setup_tf_venv: no dist/ronde-*.whl; building it with scripts/setup_python.sh"
+wheel_is_current() {  # a wheel exists and holds this checkout's TensorFlow frontend
+  local wheel
+  wheel=$(ls dist/ronde-*.whl 2>/dev/null) || return 1
+  python3 -m zipfile -l "$wheel" | grep -q "ronde/tensorflow/__init__.py" || return 1
+  [ -z "$(find python/ronde -name '*.py' -newer "$wheel" -print -quit)" ]
+}
+if ! wheel_is_current; then
+  echo "setup_tf_venv: dist/ronde-*.whl missing or older than python/ronde; running setup_python.sh"
   bash scripts/setup_python.sh
 fi
 wheel=$(ls dist/ronde-*.whl)

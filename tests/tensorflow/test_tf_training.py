@@ -165,3 +165,36 @@ def test_ops_before_init_raise():
             tf.function(lambda: hvd.allgather(tf.ones([2])))()
     finally:
         hvd.init()
+
+
+def test_tape_submits_every_gradient_before_waiting_for_any(monkeypatch):
+    """In a tf.function the runtime must see all gradients before the first wait, so that it
+    can fuse them and no rank blocks while holding back a submission others wait for."""
+    from ronde.common import numpy_ops
+    events = []
+    submit, wait = numpy_ops.allreduce, numpy_ops.Pending.wait
+
+    def recording_submit(array, name, *args, **kwargs):
+        events.append(("submit", name))
+        return submit(array, name, *args, **kwargs)
+
+    def recording_wait(self):
+        events.append(("wait", None))
+        return wait(self)
+    monkeypatch.setattr(numpy_ops, "allreduce", recording_submit)
+    monkeypatch.setattr(numpy_ops.Pending, "wait", recording_wait)
+    layers = [tf.Variable(tf.ones([4, 4]) * (i + 1)) for i in range(10)]
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            y = x
+            for w in layers:
+                y = tf.tanh(tf.matmul(y, w) * 0.1)
+            loss = tf.reduce_sum(y)
+        return hvd.DistributedGradientTape(tape).gradient(loss, layers)
+    grads = step(tf.ones([2, 4]) * (hvd.rank() + 1))
+    kinds = [kind for kind, _ in events]
+    assert kinds.count("submit") == 10 and kinds.count("wait") == 10
+    assert kinds.index("wait") == 10, kinds
+    assert all(g.shape == (4, 4) for g in grads)

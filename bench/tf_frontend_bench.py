@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""The TensorFlow path against the torch path, and Keras training against tf.distribute.
+
+  ronde run -np 2 .venv-tf/bin/python bench/tf_frontend_bench.py allreduce
+      allreduce 4 KiB .. 64 MiB (float32): ronde.torch, ronde.tensorflow eager, and
+      ronde.tensorflow inside a tf.function, interleaved in one run; median per call.
+  .venv-tf/bin/python bench/tf_frontend_bench.py keras
+      Keras 3 MLP training throughput (samples/s) on 2 ranks: ronde.keras DistributedOptimizer,
+      tf.distribute.MultiWorkerMirroredStrategy (2 worker processes, ring collectives over
+      gRPC), and one process without communication (for the scaling efficiency).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def bench_allreduce():
+    import numpy as np
+    import tensorflow as tf
+    import torch
+
+    import ronde.tensorflow as hvd_tf
+    import ronde.torch as hvd_torch
+    hvd_tf.init()
+    hvd_torch.init()
+    rows = []
+    for size in SIZES:
+        n = size // 4
+        reps = max(5, min(200, (64 << 20) // size // 4))
+        t_torch = torch.ones(n)
+        t_tf = tf.ones([n])
+        fn = tf.function(lambda x: hvd_tf.allreduce(x, name="bench_fn.%d" % size))
+        fn(t_tf)  # trace
+        times = {"torch": [], "tf_eager": [], "tf_function": []}
+        for _ in range(reps):  # interleaved, so load changes hit all three alike
+            began = time.perf_counter()
+            hvd_torch.allreduce(t_torch, name="bench_torch.%d" % size)
+            times["torch"].append(time.perf_counter() - began)
+            began = time.perf_counter()
+            hvd_tf.allreduce(t_tf, name="bench_eager.%d" % size).numpy()
+            times["tf_eager"].append(time.perf_counter() - began)
+            began = time.perf_counter()
+            fn(t_tf).numpy()
+            times["tf_function"].append(time.perf_counter() - began)
+        rows.append((size, {k: median(v) * 1e6 for k, v in times.items()}))
+    if hvd_tf.rank() == 0:
+        print("| size | ronde.torch (us) | ronde.tensorflow eager (us) | in tf.function (us) |")
+        print("|---|---|---|---|")
+        for size, t in rows:
+            print("| %s | %.0f | %.0f | %.0f |" % (
+                "%d KiB" % (size >> 10) if size < (1 << 20) else "%d MiB" % (size >> 20),
+                t["torch"], t["tf_eager"], t["tf_function"]))
+    hvd_tf.shutdown()
+
+
+# --- Keras training ---------------------------------------------------------------------------
+
+BATCH = 64
+STEPS = 60
+
+
+def _mlp(keras):
+    return keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
+                             keras.layers.Dense(512, activation="relu"),
+                             keras.layers.Dense(10)])
+
+
+def _data(np):
+    rng = np.random.RandomState(0)
+    return (rng.rand(BATCH * STEPS, 256).astype("float32"),
+            rng.randint(0, 10, BATCH * STEPS).astype("int64"))
+
+
+def _fit_throughput(model, x, y, keras, batch):
+    model.fit(x[:batch * 5], y[:batch * 5], batch_size=batch, epochs=1, verbose=0)  # warm up
+    began = time.perf_counter()
+    model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
+    return len(x) / (time.perf_counter() - began)
+
+
+def worker(kind):
+    """One training process; prints a JSON line with samples/s (of this process's data)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import numpy as np
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    if kind == "mwms":
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    import keras
+    x, y = _data(np)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if kind == "ronde":
+        import ronde.keras as hvd
+        hvd.init()
+        model = _mlp(keras)
+        model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss=loss)
+        rate = _fit_throughput(model, x, y, keras, BATCH)
+        rates = hvd.allgather_object(rate)
+        if hvd.rank() == 0:
+            print(json.dumps({"kind": kind, "samples_per_s": sum(rates)}))
+        hvd.shutdown()
+        return
+    if kind == "mwms":
+        with strategy.scope():
+            model = _mlp(keras)
+            model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
+        # The global batch is split across the workers: 2 x BATCH for BATCH per worker.
+        rate = _fit_throughput(model, x, y, keras, BATCH * 2)
+        if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0:
+            print(json.dumps({"kind": kind, "samples_per_s": rate}))
+        return
+    model = _mlp(keras)
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
+    print(json.dumps({"kind": kind, "samples_per_s": _fit_throughput(model, x, y, keras, BATCH)}))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(commands, envs):
+    procs = [subprocess.Popen(c, env=e, stdout=subprocess.PIPE, text=True)
+             for c, e in zip(commands, envs)]
+    out = [p.communicate(timeout=600)[0] for p in procs]
+    for line in "".join(out).splitlines():
+        if line.startswith("{"):
+            return json.loads(line)["samples_per_s"]
+    raise RuntimeError("no result from %s" % commands[0])
+
+
+def bench_keras(rounds=2):
+    py = sys.executable
+    here = os.path.abspath(__file__)
+    ronde = os.path.join(os.path.dirname(py), "ronde")
+    results = {"ronde": [], "mwms": [], "single": []}
+    for _ in range(rounds):
+        env = dict(os.environ, KERAS_BACKEND="tensorflow")
+        results["ronde"].append(_run([[ronde, "run", "-np", "2", py, here, "worker", "ronde"]],
+                                     [env]))
+        ports = [_free_port(), _free_port()]
+        cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
+        envs = [dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
+                                                "task": {"type": "worker", "index": i}}))
+                for i in range(2)]
+        results["mwms"].append(_run([[py, here, "worker", "mwms"]] * 2, envs))
+        results["single"].append(_run([[py, here, "worker", "single"]], [env]))
+    single = median(results["single"])
+    print("| job | samples/s | scaling efficiency (vs 2 x one rank) |")
+    print("|---|---|---|")
+    print("| one rank, no communication | %.0f | |" % single)
+    for kind, label in (("ronde", "ronde.keras, 2 ranks"),
+                        ("mwms", "MultiWorkerMirroredStrategy, 2 workers")):
+        rate = median(results[kind])
+        print("| %s | %.0f | %.0f%% |" % (label, rate, 100 * rate / (2 * single)))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["allreduce"]:
+        bench_allreduce()
+    elif sys.argv[1:2] == ["worker"]:
+        worker(sys.argv[2])
+    elif sys.argv[1:2] == ["keras"]:
+        bench_keras()
+    else:
+        sys.exit(__doc__)
