@@ -84,7 +84,15 @@ def _data(np):
             rng.randint(0, 10, BATCH * STEPS).astype("int64"))
 
 
-def _fit_throughput(model, x, y, keras, batch):
+def _fit_throughput(model, x, y, keras, batch, dataset=False):
+    if dataset:  # tf.distribute takes a tf.data pipeline (Keras 3 cannot split numpy for it)
+        import tensorflow as tf
+        warm = tf.data.Dataset.from_tensor_slices((x[:batch * 5], y[:batch * 5])).batch(batch)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+        model.fit(warm, epochs=1, verbose=0)
+        began = time.perf_counter()
+        model.fit(data, epochs=1, verbose=0)
+        return len(x) / (time.perf_counter() - began)
     model.fit(x[:batch * 5], y[:batch * 5], batch_size=batch, epochs=1, verbose=0)  # warm up
     began = time.perf_counter()
     model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
@@ -115,17 +123,70 @@ def worker(kind):
         hvd.shutdown()
         return
     if kind == "mwms":
-        with strategy.scope():
-            model = _mlp(keras)
-            model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
-        # The global batch is split across the workers: 2 x BATCH for BATCH per worker.
-        rate = _fit_throughput(model, x, y, keras, BATCH * 2)
+        # Keras 3.15's model.fit cannot feed MultiWorkerMirroredStrategy (it fails converting
+        # a PerReplica batch), so both sides of this comparison run the same custom loop.
+        rate = _custom_loop_throughput(keras, tf, x, y, strategy=strategy)
         if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0:
             print(json.dumps({"kind": kind, "samples_per_s": rate}))
+        return
+    if kind == "ronde_loop":
+        import ronde.tensorflow as hvd
+        hvd.init()
+        rates = hvd.allgather_object(_custom_loop_throughput(keras, tf, x, y, hvd=hvd))
+        if hvd.rank() == 0:
+            print(json.dumps({"kind": kind, "samples_per_s": sum(rates)}))
+        hvd.shutdown()
+        return
+    if kind == "single_loop":
+        print(json.dumps({"kind": kind, "samples_per_s": _custom_loop_throughput(keras, tf, x, y)}))
         return
     model = _mlp(keras)
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
     print(json.dumps({"kind": kind, "samples_per_s": _fit_throughput(model, x, y, keras, BATCH)}))
+
+
+def _custom_loop_throughput(keras, tf, x, y, strategy=None, hvd=None):
+    """samples/s of this worker's share in a tf.function train step: per worker BATCH rows."""
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction="sum_over_batch_size" if strategy is None else "none")
+    workers = 2 if strategy is not None else 1
+    if strategy is not None:
+        with strategy.scope():
+            model = _mlp(keras)
+            optimizer = keras.optimizers.SGD(0.01)
+        data = strategy.experimental_distribute_dataset(
+            tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH * workers))
+
+        @tf.function
+        def step(batch):
+            def replica(bx, by):
+                with tf.GradientTape() as tape:
+                    per = loss_fn(by, model(bx, training=True))
+                    loss = tf.nn.compute_average_loss(per, global_batch_size=BATCH * workers)
+                grads = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            strategy.run(replica, args=batch)
+    else:
+        model = _mlp(keras)
+        optimizer = keras.optimizers.SGD(0.01)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH)
+
+        @tf.function
+        def step(batch):
+            bx, by = batch
+            with tf.GradientTape() as tape:
+                loss = loss_fn(by, model(bx, training=True))
+            if hvd is not None:
+                tape = hvd.DistributedGradientTape(tape)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    iterator = iter(data)
+    for _ in range(5):
+        step(next(iterator))
+    began = time.perf_counter()
+    for _ in range(STEPS):
+        step(next(iterator))
+    return STEPS * BATCH / (time.perf_counter() - began)
 
 
 def _free_port():
@@ -139,8 +200,8 @@ def _run(commands, envs):
              for c, e in zip(commands, envs)]
     out = [p.communicate(timeout=600)[0] for p in procs]
     for line in "".join(out).splitlines():
-        if line.startswith("{"):
-            return json.loads(line)["samples_per_s"]
+        if "{" in line:  # `ronde run` prefixes each line with [rank]<stdout>:
+            return json.loads(line[line.index("{"):])["samples_per_s"]
     raise RuntimeError("no result from %s" % commands[0])
 
 
@@ -148,7 +209,7 @@ def bench_keras(rounds=2):
     py = sys.executable
     here = os.path.abspath(__file__)
     ronde = os.path.join(os.path.dirname(py), "ronde")
-    results = {"ronde": [], "mwms": [], "single": []}
+    results = {"ronde": [], "mwms": [], "single": [], "ronde_loop": [], "single_loop": []}
     for _ in range(rounds):
         env = dict(os.environ, KERAS_BACKEND="tensorflow")
         results["ronde"].append(_run([[ronde, "run", "-np", "2", py, here, "worker", "ronde"]],
@@ -160,14 +221,20 @@ def bench_keras(rounds=2):
                 for i in range(2)]
         results["mwms"].append(_run([[py, here, "worker", "mwms"]] * 2, envs))
         results["single"].append(_run([[py, here, "worker", "single"]], [env]))
-    single = median(results["single"])
+        results["ronde_loop"].append(_run([[ronde, "run", "-np", "2", py, here, "worker",
+                                             "ronde_loop"]], [env]))
+        results["single_loop"].append(_run([[py, here, "worker", "single_loop"]], [env]))
     print("| job | samples/s | scaling efficiency (vs 2 x one rank) |")
     print("|---|---|---|")
-    print("| one rank, no communication | %.0f | |" % single)
-    for kind, label in (("ronde", "ronde.keras, 2 ranks"),
-                        ("mwms", "MultiWorkerMirroredStrategy, 2 workers")):
-        rate = median(results[kind])
-        print("| %s | %.0f | %.0f%% |" % (label, rate, 100 * rate / (2 * single)))
+    for single_kind, rows in (("single", [("ronde", "model.fit, ronde.keras, 2 ranks")]),
+                              ("single_loop", [("ronde_loop", "tf.function loop, ronde, 2 ranks"),
+                                               ("mwms", "tf.function loop, MWMS, 2 workers")])):
+        single = median(results[single_kind])
+        print("| %s, one rank, no communication | %.0f | |" % (
+            "model.fit" if single_kind == "single" else "tf.function loop", single))
+        for kind, label in rows:
+            rate = median(results[kind])
+            print("| %s | %.0f | %.0f%% |" % (label, rate, 100 * rate / (2 * single)))
 
 
 if __name__ == "__main__":
