@@ -4,6 +4,9 @@
   ronde run -np 2 .venv-tf/bin/python bench/tf_frontend_bench.py allreduce
       allreduce 4 KiB .. 64 MiB (float32): ronde.torch, ronde.tensorflow eager, and
       ronde.tensorflow inside a tf.function, interleaved in one run; median per call.
+  .venv-tf/bin/python bench/tf_frontend_bench.py overhead
+      per-op cost on one rank (cycle time 0.01 ms): torch, the numpy bridge, TF eager and
+      tf.function, and an empty tf.numpy_function for TF's own share.
   .venv-tf/bin/python bench/tf_frontend_bench.py keras
       Keras 3 MLP training throughput (samples/s) on 2 ranks: ronde.keras DistributedOptimizer,
       tf.distribute.MultiWorkerMirroredStrategy (2 worker processes, ring collectives over
@@ -63,6 +66,46 @@ def bench_allreduce():
             print("| %s | %.0f | %.0f | %.0f |" % (
                 "%d KiB" % (size >> 10) if size < (1 << 20) else "%d MiB" % (size >> 20),
                 t["torch"], t["tf_eager"], t["tf_function"]))
+    hvd_tf.shutdown()
+
+
+def bench_overhead():
+    """Per-op cost on one rank with a 0.01 ms cycle, 4 KiB float32 (median of 5 x 500)."""
+    import numpy as np
+    import tensorflow as tf
+    import torch
+
+    import ronde.tensorflow as hvd_tf
+    import ronde.torch as hvd_torch
+    from ronde import _core
+    from ronde.common import numpy_ops
+    hvd_tf.init()
+    hvd_torch.init()
+    _core.set_cycle_time(0.01)
+    x, t, a = tf.ones([1024]), torch.ones(1024), np.ones(1024, np.float32)
+    in_function = tf.function(lambda x: hvd_tf.allreduce(x, name="overhead_fn"))
+    bare = tf.function(lambda x: tf.numpy_function(lambda v: v, [x], tf.float32))
+    in_function(x)
+    bare(x)
+    calls = [("ronde.torch allreduce", lambda: hvd_torch.allreduce(t, name="o_torch")),
+             ("numpy bridge (ronde.common.numpy_ops)",
+              lambda: numpy_ops.allreduce(a, "allreduce.o_numpy").wait()),
+             ("ronde.tensorflow allreduce, eager", lambda: hvd_tf.allreduce(x, name="o_eager")),
+             ("ronde.tensorflow allreduce, in a tf.function", lambda: in_function(x)),
+             ("an empty tf.numpy_function in a tf.function", lambda: bare(x))]
+    samples = {label: [] for label, _ in calls}
+    for _ in range(5):
+        for label, call in calls:
+            for _ in range(50):
+                call()
+            began = time.perf_counter()
+            for _ in range(500):
+                call()
+            samples[label].append((time.perf_counter() - began) / 500 * 1e6)
+    print("| call | us per call |")
+    print("|---|---|")
+    for label, _ in calls:
+        print("| %s | %.0f |" % (label, median(samples[label])))
     hvd_tf.shutdown()
 
 
@@ -240,6 +283,8 @@ def bench_keras(rounds=2):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["allreduce"]:
         bench_allreduce()
+    elif sys.argv[1:2] == ["overhead"]:
+        bench_overhead()
     elif sys.argv[1:2] == ["worker"]:
         worker(sys.argv[2])
     elif sys.argv[1:2] == ["keras"]:
