@@ -6,7 +6,6 @@ ronde._core.RondeError subclasses in eager mode, and a tf.errors.OpError carryin
 runtime's message inside a graph. See docs/frontends.md for the mechanism.
 """
 
-from ronde import _core
 from ronde.common.process_sets import (ProcessSet, add_process_set, global_process_set,
                                        remove_process_set)
 from ronde.tensorflow import mpi_ops as _mpi_ops

@@ -53,8 +53,7 @@ def _check(tensor, what):
 
 
 def _convert(value):
-    if isinstance(value, (tf.Tensor, tf.Variable)):
-        return tf.convert_to_tensor(value)
+    # A variable is read once here, so the request sees one consistent value.
     return tf.convert_to_tensor(value)
 
 
