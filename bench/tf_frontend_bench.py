@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""The TensorFlow path against the torch path, and Keras training against tf.distribute.
+
+  ronde run -np 2 .venv-tf/bin/python bench/tf_frontend_bench.py allreduce
+      allreduce 4 KiB .. 64 MiB (float32): ronde.torch, ronde.tensorflow eager, and
+      ronde.tensorflow inside a tf.function, interleaved in one run; median per call.
+  .venv-tf/bin/python bench/tf_frontend_bench.py overhead
+      per-op cost on one rank (cycle time 0.01 ms): torch, the numpy bridge, TF eager and
+      tf.function, and an empty tf.numpy_function for TF's own share.
+  .venv-tf/bin/python bench/tf_frontend_bench.py keras
+      Keras 3 MLP training throughput (samples/s) on 2 ranks: ronde.keras DistributedOptimizer,
+      tf.distribute.MultiWorkerMirroredStrategy (2 worker processes, ring collectives over
+      gRPC), and one process without communication (for the scaling efficiency).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def bench_allreduce():
+    import numpy as np
+    import tensorflow as tf
+    import torch
+
+    import ronde.tensorflow as hvd_tf
+    import ronde.torch as hvd_torch
+    hvd_tf.init()
+    hvd_torch.init()
+    rows = []
+    for size in SIZES:
+        n = size // 4
+        reps = max(5, min(200, (64 << 20) // size // 4))
+        t_torch = torch.ones(n)
+        t_tf = tf.ones([n])
+        fn = tf.function(lambda x: hvd_tf.allreduce(x, name="bench_fn.%d" % size))
+        fn(t_tf)  # trace
+        times = {"torch": [], "tf_eager": [], "tf_function": []}
+        for _ in range(reps):  # interleaved, so load changes hit all three alike
+            began = time.perf_counter()
+            hvd_torch.allreduce(t_torch, name="bench_torch.%d" % size)
+            times["torch"].append(time.perf_counter() - began)
+            began = time.perf_counter()
+            hvd_tf.allreduce(t_tf, name="bench_eager.%d" % size).numpy()
+            times["tf_eager"].append(time.perf_counter() - began)
+            began = time.perf_counter()
+            fn(t_tf).numpy()
+            times["tf_function"].append(time.perf_counter() - began)
+        rows.append((size, {k: median(v) * 1e6 for k, v in times.items()}))
+    if hvd_tf.rank() == 0:
+        print("| size | ronde.torch (us) | ronde.tensorflow eager (us) | in tf.function (us) |")
+        print("|---|---|---|---|")
+        for size, t in rows:
+            print("| %s | %.0f | %.0f | %.0f |" % (
+                "%d KiB" % (size >> 10) if size < (1 << 20) else "%d MiB" % (size >> 20),
+                t["torch"], t["tf_eager"], t["tf_function"]))
+    hvd_tf.shutdown()
+
+
+def bench_overhead():
+    """Per-op cost on one rank with a 0.01 ms cycle, 4 KiB float32 (median of 5 x 500)."""
+    import numpy as np
+    import tensorflow as tf
+    import torch
+
+    import ronde.tensorflow as hvd_tf
+    import ronde.torch as hvd_torch
+    from ronde import _core
+    from ronde.common import numpy_ops
+    hvd_tf.init()
+    hvd_torch.init()
+    _core.set_cycle_time(0.01)
+    x, t, a = tf.ones([1024]), torch.ones(1024), np.ones(1024, np.float32)
+    in_function = tf.function(lambda x: hvd_tf.allreduce(x, name="overhead_fn"))
+    bare = tf.function(lambda x: tf.numpy_function(lambda v: v, [x], tf.float32))
+    in_function(x)
+    bare(x)
+    calls = [("ronde.torch allreduce", lambda: hvd_torch.allreduce(t, name="o_torch")),
+             ("numpy bridge (ronde.common.numpy_ops)",
+              lambda: numpy_ops.allreduce(a, "allreduce.o_numpy").wait()),
+             ("ronde.tensorflow allreduce, eager", lambda: hvd_tf.allreduce(x, name="o_eager")),
+             ("ronde.tensorflow allreduce, in a tf.function", lambda: in_function(x)),
+             ("an empty tf.numpy_function in a tf.function", lambda: bare(x))]
+    samples = {label: [] for label, _ in calls}
+    for _ in range(5):
+        for label, call in calls:
+            for _ in range(50):
+                call()
+            began = time.perf_counter()
+            for _ in range(500):
+                call()
+            samples[label].append((time.perf_counter() - began) / 500 * 1e6)
+    print("| call | us per call |")
+    print("|---|---|")
+    for label, _ in calls:
+        print("| %s | %.0f |" % (label, median(samples[label])))
+    hvd_tf.shutdown()
+
+
+# --- Keras training ---------------------------------------------------------------------------
+
+BATCH = 64
+STEPS = 60
+
+
+def _mlp(keras):
+    return keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
+                             keras.layers.Dense(512, activation="relu"),
+                             keras.layers.Dense(10)])
+
+
+def _data(np):
+    rng = np.random.RandomState(0)
+    return (rng.rand(BATCH * STEPS, 256).astype("float32"),
+            rng.randint(0, 10, BATCH * STEPS).astype("int64"))
+
+
+def _fit_throughput(model, x, y, keras, batch, dataset=False):
+    if dataset:  # tf.distribute takes a tf.data pipeline (Keras 3 cannot split numpy for it)
+        import tensorflow as tf
+        warm = tf.data.Dataset.from_tensor_slices((x[:batch * 5], y[:batch * 5])).batch(batch)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+        model.fit(warm, epochs=1, verbose=0)
+        began = time.perf_counter()
+        model.fit(data, epochs=1, verbose=0)
+        return len(x) / (time.perf_counter() - began)
+    model.fit(x[:batch * 5], y[:batch * 5], batch_size=batch, epochs=1, verbose=0)  # warm up
+    began = time.perf_counter()
+    model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
+    return len(x) / (time.perf_counter() - began)
+
+
+def worker(kind):
+    """One training process; prints a JSON line with samples/s (of this process's data)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import numpy as np
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    if kind == "mwms":
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    import keras
+    x, y = _data(np)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if kind == "ronde":
+        import ronde.keras as hvd
+        hvd.init()
+        model = _mlp(keras)
+        model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss=loss)
+        rate = _fit_throughput(model, x, y, keras, BATCH)
+        rates = hvd.allgather_object(rate)
+        if hvd.rank() == 0:
+            print(json.dumps({"kind": kind, "samples_per_s": sum(rates)}))
+        hvd.shutdown()
+        return
+    if kind == "mwms":
+        # Keras 3.15's model.fit cannot feed MultiWorkerMirroredStrategy (it fails converting
+        # a PerReplica batch), so both sides of this comparison run the same custom loop.
+        rate = _custom_loop_throughput(keras, tf, x, y, strategy=strategy)
+        if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0:
+            print(json.dumps({"kind": kind, "samples_per_s": rate}))
+        return
+    if kind == "ronde_loop":
+        import ronde.tensorflow as hvd
+        hvd.init()
+        rates = hvd.allgather_object(_custom_loop_throughput(keras, tf, x, y, hvd=hvd))
+        if hvd.rank() == 0:
+            print(json.dumps({"kind": kind, "samples_per_s": sum(rates)}))
+        hvd.shutdown()
+        return
+    if kind == "single_loop":
+        print(json.dumps({"kind": kind, "samples_per_s": _custom_loop_throughput(keras, tf, x, y)}))
+        return
+    model = _mlp(keras)
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
+    print(json.dumps({"kind": kind, "samples_per_s": _fit_throughput(model, x, y, keras, BATCH)}))
+
+
+def _custom_loop_throughput(keras, tf, x, y, strategy=None, hvd=None):
+    """samples/s of this worker's share in a tf.function train step: per worker BATCH rows."""
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction="sum_over_batch_size" if strategy is None else "none")
+    workers = 2 if strategy is not None else 1
+    if strategy is not None:
+        with strategy.scope():
+            model = _mlp(keras)
+            optimizer = keras.optimizers.SGD(0.01)
+        data = strategy.experimental_distribute_dataset(
+            tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH * workers))
+
+        @tf.function
+        def step(batch):
+            def replica(bx, by):
+                with tf.GradientTape() as tape:
+                    per = loss_fn(by, model(bx, training=True))
+                    loss = tf.nn.compute_average_loss(per, global_batch_size=BATCH * workers)
+                grads = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            strategy.run(replica, args=batch)
+    else:
+        model = _mlp(keras)
+        optimizer = keras.optimizers.SGD(0.01)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH)
+
+        @tf.function
+        def step(batch):
+            bx, by = batch
+            with tf.GradientTape() as tape:
+                loss = loss_fn(by, model(bx, training=True))
+            if hvd is not None:
+                tape = hvd.DistributedGradientTape(tape)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    iterator = iter(data)
+    for _ in range(5):
+        step(next(iterator))
+    began = time.perf_counter()
+    for _ in range(STEPS):
+        step(next(iterator))
+    return STEPS * BATCH / (time.perf_counter() - began)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(commands, envs):
+    procs = [subprocess.Popen(c, env=e, stdout=subprocess.PIPE, text=True)
+             for c, e in zip(commands, envs)]
+    out = [p.communicate(timeout=600)[0] for p in procs]
+    for line in "".join(out).splitlines():
+        if "{" in line:  # `ronde run` prefixes each line with [rank]<stdout>:
+            return json.loads(line[line.index("{"):])["samples_per_s"]
+    raise RuntimeError("no result from %s" % commands[0])
+
+
+def bench_keras(rounds=2):
+    py = sys.executable
+    here = os.path.abspath(__file__)
+    ronde = os.path.join(os.path.dirname(py), "ronde")
+    results = {"ronde": [], "mwms": [], "single": [], "ronde_loop": [], "single_loop": []}
+    for _ in range(rounds):
+        env = dict(os.environ, KERAS_BACKEND="tensorflow")
+        results["ronde"].append(_run([[ronde, "run", "-np", "2", py, here, "worker", "ronde"]],
+                                     [env]))
+        ports = [_free_port(), _free_port()]
+        cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
+        envs = [dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
+                                                "task": {"type": "worker", "index": i}}))
+                for i in range(2)]
+        results["mwms"].append(_run([[py, here, "worker", "mwms"]] * 2, envs))
+        results["single"].append(_run([[py, here, "worker", "single"]], [env]))
+        results["ronde_loop"].append(_run([[ronde, "run", "-np", "2", py, here, "worker",
+                                             "ronde_loop"]], [env]))
+        results["single_loop"].append(_run([[py, here, "worker", "single_loop"]], [env]))
+    print("| job | samples/s | scaling efficiency (vs 2 x one rank) |")
+    print("|---|---|---|")
+    for single_kind, rows in (("single", [("ronde", "model.fit, ronde.keras, 2 ranks")]),
+                              ("single_loop", [("ronde_loop", "tf.function loop, ronde, 2 ranks"),
+                                               ("mwms", "tf.function loop, MWMS, 2 workers")])):
+        single = median(results[single_kind])
+        print("| %s, one rank, no communication | %.0f | |" % (
+            "model.fit" if single_kind == "single" else "tf.function loop", single))
+        for kind, label in rows:
+            rate = median(results[kind])
+            print("| %s | %.0f | %.0f%% |" % (label, rate, 100 * rate / (2 * single)))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["allreduce"]:
+        bench_allreduce()
+    elif sys.argv[1:2] == ["overhead"]:
+        bench_overhead()
+    elif sys.argv[1:2] == ["worker"]:
+        worker(sys.argv[2])
+    elif sys.argv[1:2] == ["keras"]:
+        bench_keras()
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The TensorFlow and Keras 3 suites in .venv-tf (made by scripts/setup_tf_venv.sh):
+#   tests/tensorflow under `ronde run -np 2` and `-np 3`,
+#   tests/keras on the tensorflow backend (-np 2 and -np 3) and the torch backend (-np 2),
+#   examples/tensorflow2_digits.py and examples/keras_digits.py (both backends) on 2 ranks.
+# Prints one line per job and a closing 'tests: N passed, M failed'; exits non-zero on any
+# failure. Every job has a time limit (a hang fails it, never the whole CI).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+venv=${RONDE_TF_VENV:-.venv-tf}
+if [ ! -x "$venv/bin/ronde" ]; then
+  echo "test_tf: $venv has no ronde; run scripts/setup_tf_venv.sh first" >&2
+  exit 2
+fi
+export TF_CPP_MIN_LOG_LEVEL=3 PYTHONWARNINGS=ignore::DeprecationWarning
+ronde=("$venv/bin/ronde" run)
+py="$venv/bin/python"
+pytest=("$py" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning
+        -o faulthandler_timeout=240)
+passed=0 failed=0
+log_dir=$(mktemp -d)
+
+job() {  # job NAME LIMIT_SECONDS COMMAND...
+  local name=$1 limit=$2; shift 2
+  local began=$SECONDS
+  if timeout "$limit" "$@" >"$log_dir/$name.log" 2>&1; then
+    passed=$((passed + 1)); echo "test_tf: $name passed ($((SECONDS - began)) s)"
+  else
+    failed=$((failed + 1)); echo "test_tf: $name FAILED ($((SECONDS - began)) s); its log:"
+    grep -v "^\[.\]<stderr>:I0000\|cpu_feature_guard\|To enable the following" \
+      "$log_dir/$name.log" | tail -60
+  fi
+}
+
+job tensorflow_np2 400 "${ronde[@]}" -np 2 "${pytest[@]}" tests/tensorflow
+job tensorflow_np3 500 "${ronde[@]}" -np 3 "${pytest[@]}" tests/tensorflow
+job keras_tensorflow_np2 300 env KERAS_BACKEND=tensorflow "${ronde[@]}" -np 2 "${pytest[@]}" tests/keras
+job keras_tensorflow_np3 300 env KERAS_BACKEND=tensorflow "${ronde[@]}" -np 3 "${pytest[@]}" tests/keras
+job keras_torch_np2 300 env KERAS_BACKEND=torch "${ronde[@]}" -np 2 "${pytest[@]}" tests/keras
+job tensorflow2_digits_np2 300 "${ronde[@]}" -np 2 "$py" examples/tensorflow2_digits.py --epochs 15
+job keras_digits_tensorflow_np2 300 env KERAS_BACKEND=tensorflow "${ronde[@]}" -np 2 "$py" \
+  examples/keras_digits.py --epochs 15 --checkpoint "$log_dir/kd_tf.keras"
+job keras_digits_torch_np2 300 env KERAS_BACKEND=torch "${ronde[@]}" -np 2 "$py" \
+  examples/keras_digits.py --epochs 15 --checkpoint "$log_dir/kd_torch.keras"
+rm -rf "$log_dir"
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
