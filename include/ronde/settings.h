@@ -55,6 +55,12 @@ struct Settings {
   bool autotune = false;
   std::string autotune_log;
 
+  // Elastic jobs (`ronde run --host-discovery-script`): rank and size come from the driver
+  // through the store for every generation (src/rendezvous/elastic_assignment.h).
+  bool elastic = false;
+  std::string elastic_worker_id;         // stable for the life of the worker process
+  double elastic_timeout_seconds = 600;  // longest wait for the driver to form a new world
+
   // Reads the process environment.
   static Settings fromEnvironment();
   // Reads `lookup` (name -> value or nullptr) instead of the environment: tests use this.

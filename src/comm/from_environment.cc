@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "comm/elastic_world.h"
 #include "comm/native_communicator.h"
 #include "common/logging.h"
 #include "transport/tcp/socket_util.h"
@@ -108,6 +109,7 @@ std::shared_ptr<Store> selfServedStore(const Settings& s, const ExternalLauncher
 std::unique_ptr<Communicator> Communicator::fromEnvironment() {
   Settings s = Settings::fromEnvironment();
   setLogThreshold(s.log_level);
+  if (s.elastic) return elasticCommunicator(s);
   ExternalLauncher launcher;
   if (s.rank < 0) launcher = readExternalLauncher(s);
   if (s.rank < 0) {

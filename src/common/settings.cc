@@ -94,6 +94,13 @@ const Field kFields[] = {
      "Tune the fusion threshold and cycle time while training."},
     {"AUTOTUNE_LOG", &Settings::autotune_log, nullptr,
      "CSV file recording each autotuning sample (empty: none)."},
+    {"ELASTIC", &Settings::elastic, nullptr,
+     "Set by `ronde run` for elastic workers: rank and size come from the driver per "
+     "generation."},
+    {"ELASTIC_WORKER_ID", &Settings::elastic_worker_id, nullptr,
+     "Set by `ronde run`: an elastic worker's identity, stable while its process lives."},
+    {"ELASTIC_TIMEOUT_SECONDS", &Settings::elastic_timeout_seconds, kSeconds,
+     "Longest wait of an elastic worker for the driver to form its next world."},
 };
 
 std::string trim(const std::string& value) {
