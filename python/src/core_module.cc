@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "elastic_bindings.h"
 #include "error_mapping.h"
 #include "py_tensor.h"
 #include "ronde/runtime.h"
@@ -230,6 +231,7 @@ PYBIND11_MODULE(_core, m) {
     }
     return docs;
   });
+  registerElastic(m);
 }
 
 }  // namespace ronde::python

@@ -19,9 +19,9 @@ std::unique_ptr<Communicator> elasticCommunicator(const Settings& s) {
   splitHostPort(s.store_address, &host, &port);
   Duration start_timeout(static_cast<int64_t>(s.start_timeout_seconds * 1000));
   std::shared_ptr<Store> store = makeTcpStore(host, port, s.secret, start_timeout);
-  ElasticAssignment a = awaitElasticAssignment(
-      *store, s.elastic_worker_id,
-      Duration(static_cast<int64_t>(s.elastic_timeout_seconds * 1000)));
+  ElasticAssignment a =
+      awaitElasticAssignment(*store, s.elastic_worker_id,
+                             Duration(static_cast<int64_t>(s.elastic_timeout_seconds * 1000)));
 
   CommOptions options = CommOptions::fromSettings(s);
   options.rank = a.rank;

@@ -262,7 +262,7 @@ int takesValue(const std::string& name, void* context) {
   auto* run = static_cast<CLI::App*>(context);
   const CLI::Option* option = run->get_option_no_throw(name);
   if (option == nullptr) return -1;
-  return option->get_items_expected_min() > 0 ? 1 : 0;
+  return option->get_items_expected_min();  // 2 for --blacklist-cooldown-range LO HI
 }
 
 std::vector<const char*> pointers(const std::vector<std::string>& args) {
@@ -297,7 +297,8 @@ SplitArguments splitRunArguments(const std::vector<std::string>& args,
       // "-xNAME" or "-p2222": a short option with its value attached.
       if (takes_value(arg.substr(0, 2), context) == 1) continue;
     }
-    if (value == 1 && equals == std::string::npos && i + 1 < args.size()) {
+    for (int taken = 0; equals == std::string::npos && taken < value && i + 1 < args.size();
+         ++taken) {
       split.options.push_back(args[++i]);
     }
   }

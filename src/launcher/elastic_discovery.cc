@@ -70,9 +70,9 @@ std::vector<HostSlots> parseDiscoveryOutput(const std::string& output, const std
     int slots = default_slots;
     if (colon != std::string::npos) {
       std::string count = line.substr(colon + 1);
-      if (count.empty() || count.size() > 6 ||
-          !std::all_of(count.begin(), count.end(),
-                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      if (count.empty() || count.size() > 6 || !std::all_of(count.begin(), count.end(), [](char c) {
+            return std::isdigit(static_cast<unsigned char>(c));
+          })) {
         throw bad("has a slot count that is not a whole number");
       }
       slots = std::stoi(count);
@@ -129,15 +129,18 @@ std::optional<DiscoveryResult> DiscoveryRun::poll() {
     if (std::chrono::steady_clock::now() < deadline_) return std::nullopt;
     child_->signalGroup(SIGKILL);
     while (!child_->poll()) ::usleep(1000);
-    return DiscoveryResult{false, {}, "host discovery script " + script_ +
-                                          " did not finish in time (--host-discovery-timeout)"};
+    return DiscoveryResult{
+        false,
+        {},
+        "host discovery script " + script_ + " did not finish in time (--host-discovery-timeout)"};
   }
   int status = child_->waitStatus();
   if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     std::string said = errors_.substr(0, errors_.find('\n'));
-    return DiscoveryResult{false, {}, "host discovery script " + script_ + " " +
-                                          describeWaitStatus(status) +
-                                          (said.empty() ? "" : ": " + said)};
+    return DiscoveryResult{false,
+                           {},
+                           "host discovery script " + script_ + " " + describeWaitStatus(status) +
+                               (said.empty() ? "" : ": " + said)};
   }
   try {
     return DiscoveryResult{true, parseDiscoveryOutput(output_, script_, default_slots_), ""};

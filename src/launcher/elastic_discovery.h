@@ -38,8 +38,8 @@ struct DiscoveryResult {
 // One run of the script, read without blocking the caller.
 class DiscoveryRun {
  public:
-  DiscoveryRun(const std::string& script, std::vector<std::string> environment,
-               int default_slots, std::chrono::milliseconds timeout);
+  DiscoveryRun(const std::string& script, std::vector<std::string> environment, int default_slots,
+               std::chrono::milliseconds timeout);
   DiscoveryRun(const DiscoveryRun&) = delete;
   DiscoveryRun& operator=(const DiscoveryRun&) = delete;
   ~DiscoveryRun();

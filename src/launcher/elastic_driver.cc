@@ -106,8 +106,8 @@ class ElasticDriver {
 
   std::unique_ptr<DiscoveryRun> discovery_;
   Clock::time_point next_discovery_{};
-  bool discovered_ = false;        // one discovery succeeded
-  std::vector<HostSlots> hosts_;   // from the last discovery that succeeded
+  bool discovered_ = false;       // one discovery succeeded
+  std::vector<HostSlots> hosts_;  // from the last discovery that succeeded
   std::string last_discovery_error_;
   std::map<std::string, Clock::time_point> blacklist_;  // host -> allowed back at
 
@@ -238,10 +238,10 @@ void ElasticDriver::onSignals() {
 void ElasticDriver::maybeStartDiscovery() {
   if (discovery_ || Clock::now() < next_discovery_) return;
   next_discovery_ = Clock::now() + seconds(elastic_.discovery_interval_seconds);
-  discovery_ = std::make_unique<DiscoveryRun>(
-      elastic_.discovery_script, environment_, elastic_.slots_per_host,
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          Seconds(elastic_.discovery_timeout_seconds)));
+  discovery_ = std::make_unique<DiscoveryRun>(elastic_.discovery_script, environment_,
+                                              elastic_.slots_per_host,
+                                              std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  Seconds(elastic_.discovery_timeout_seconds)));
 }
 
 void ElasticDriver::onDiscovery(const DiscoveryResult& result) {
@@ -346,8 +346,8 @@ void ElasticDriver::checkResetRequests() {
 void ElasticDriver::reform() {
   if (!discovered_) {
     if (Clock::now() - started_at_ > seconds(elastic_.elastic_timeout_seconds)) {
-      report("no host discovery succeeded in --elastic-timeout ",
-             elastic_.elastic_timeout_seconds, " s; stopping");
+      report("no host discovery succeeded in --elastic-timeout ", elastic_.elastic_timeout_seconds,
+             " s; stopping");
       stopAll(1);
     }
     return;
@@ -384,7 +384,8 @@ void ElasticDriver::reform() {
   }
   size_t free_slots = 0;
   for (const HostSlots& host : hosts_) {
-    if (slots.count(host.name) != 0) free_slots += static_cast<size_t>(slots[host.name] - used[host.name]);
+    if (slots.count(host.name) != 0)
+      free_slots += static_cast<size_t>(slots[host.name] - used[host.name]);
   }
   size_t target = std::min(max_np, world.size() + free_slots);
   bool first = generation_ == 0;
@@ -505,16 +506,16 @@ bool ElasticDriver::spawn(Worker& worker) {
   variables.emplace_back("RONDE_STORE_ADDRESS", address + ":" + std::to_string(store_port_));
   variables.emplace_back("RONDE_SECRET", secret_);
   // A worker waits for its next world at most as long as the driver waits for slots.
-  variables.emplace_back("RONDE_ELASTIC_TIMEOUT_SECONDS",
-                         std::to_string(static_cast<int64_t>(elastic_.elastic_timeout_seconds) + 30));
+  variables.emplace_back(
+      "RONDE_ELASTIC_TIMEOUT_SECONDS",
+      std::to_string(static_cast<int64_t>(elastic_.elastic_timeout_seconds) + 30));
   if (!options_.network_interface.empty()) {
     variables.emplace_back("RONDE_INTERFACE", options_.network_interface);
   }
   for (const auto& entry : options_.settings) variables.push_back(entry);
   try {
     for (const auto& entry : resolvePassedVariables(
-             options_.env_requests,
-             [](const std::string& n) { return std::getenv(n.c_str()); })) {
+             options_.env_requests, [](const std::string& n) { return std::getenv(n.c_str()); })) {
       variables.push_back(entry);
     }
     SpawnRequest request;
@@ -522,8 +523,11 @@ bool ElasticDriver::spawn(Worker& worker) {
     if (worker.remote) {
       EnvList remote = forwardedSettings(environ, variables);
       remote.insert(remote.end(), variables.begin(), variables.end());
-      request = {sshArgv(ssh_, worker.host, remoteWorkerCommand(directory_, remote, options_.command)),
-                 environment_, true, {}};
+      request = {
+          sshArgv(ssh_, worker.host, remoteWorkerCommand(directory_, remote, options_.command)),
+          environment_,
+          true,
+          {}};
       stdin_data = remoteStdinPreamble(secret_);
     } else {
       request = {options_.command, mergeEnvironment(environ, variables), false, {}};

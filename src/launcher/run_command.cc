@@ -13,8 +13,8 @@
 
 #include "launcher/cpu_binding.h"
 #include "launcher/elastic_driver.h"
-#include "launcher/job_secret.h"
 #include "launcher/host_list.h"
+#include "launcher/job_secret.h"
 #include "launcher/job_supervisor.h"
 #include "launcher/launcher_messages.h"
 #include "launcher/network_address.h"

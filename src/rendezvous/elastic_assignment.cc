@@ -80,8 +80,10 @@ ElasticAssignment awaitElasticAssignment(Store& store, const std::string& worker
     }
     if (deadline.expired()) {
       throw makeError(ErrorCode::kTimeout, "elastic worker ", worker_id, " waited ",
-                      timeout.count() / 1000.0, " s for the driver to give it a place in a "
-                      "generation after ", last, " (newest published: ", published, ")");
+                      timeout.count() / 1000.0,
+                      " s for the driver to give it a place in a "
+                      "generation after ",
+                      last, " (newest published: ", published, ")");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -1,0 +1,1 @@
+"""Framework-neutral pieces shared by ronde's frontends (ronde.torch, later TF/Keras)."""
