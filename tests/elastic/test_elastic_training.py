@@ -2,6 +2,7 @@
 the digits MLP, SIGKILL in the middle of an epoch. Hosts are loopback addresses
 (127.0.0.x, one slot each): started locally, but distinct hosts to ronde, so ranks talk TCP."""
 import os
+import re
 import signal
 
 import pytest
@@ -97,3 +98,24 @@ def test_rank_zero_killed_state_comes_from_another_survivor(tmp_path):
     check_done(job, 2, survivors)
     # Without --blacklist-cooldown-range the host stays out: nobody replaced rank 0.
     assert "for the rest of the job" in job.launcher_text(), job.output()
+
+
+def test_new_worker_killed_while_the_world_reforms(tmp_path):
+    # A fourth host appears; its worker is killed before it ever joins, while the others are
+    # leaving for (or already forming) the world that includes it. They must end up in the
+    # next world without it (--start-timeout bounds a formation that waits for a dead peer).
+    hosts = HostsFile(str(tmp_path), HOSTS[:3])
+    job = ElasticJob(["-np", "3", "--min-np", "2", "--host-discovery-script", hosts.script,
+                      "--start-timeout", "5", "--elastic-timeout", "60", "--verbose"],
+                     ["--epochs", "8", "--commit-every", "3", "--step-delay", "0.02"])
+    job.wait_for(lambda: latest_synced(job, 3) and commits(job) and commits(job)[-1][1] >= 6,
+                 120, "three workers to train past step 6")
+    survivors = set(latest_synced(job, 3).values())
+    hosts.write(HOSTS)
+    started = re.compile(r"worker w3 started on 127\.0\.0\.4 \(local\), pid (\d+)")
+    job.wait_for(lambda: started.search(job.launcher_text()), 30, "the fourth worker to start")
+    os.kill(int(started.search(job.launcher_text()).group(1)), signal.SIGKILL)
+    assert job.finish(180) == 0, job.output()
+    check_done(job, 3, survivors)
+    assert "worker w3 (rank 3) on host 127.0.0.4 killed by signal 9" in job.launcher_text(), \
+        job.output()
