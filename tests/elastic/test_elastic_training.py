@@ -5,11 +5,10 @@ import os
 import re
 import signal
 
-import pytest
-
 from elastic_job import ElasticJob, HostsFile
 
 HOSTS = ["127.0.0.%d:1" % i for i in range(1, 5)]
+FIXED_FOUR_WORKER_ACCURACY = 0.9749
 
 
 def latest_synced(job, size):
@@ -79,8 +78,10 @@ def test_kill_one_of_four_continue_on_three_then_grow_back(tmp_path):
     assert job.finish(180) == 0, job.output()
     assert "blacklisted for" in job.launcher_text(), job.output()
     done = check_done(job, 4, survivors)
+    # The same job on a fixed 4 workers reaches 97.49 % (deterministic: same seeds, same
+    # order; bench/elastic_recovery.py measures it); the issue asks for 1 point of it.
     accuracy = float(done[0]["accuracy"])
-    assert accuracy >= 0.93, job.output()
+    assert accuracy >= FIXED_FOUR_WORKER_ACCURACY - 0.01, job.output()
 
 
 def test_rank_zero_killed_state_comes_from_another_survivor(tmp_path):
