@@ -326,11 +326,9 @@ void ElasticDriver::reap() {
       pause = std::string("for ") + text + " s";
     }
     blacklist_[worker.host] = until;
+    // Its other workers stay (survivors keep their processes); no new one starts there.
     report(who, " ", describeWaitStatus(status), "; host ", worker.host, " blacklisted ", pause,
            ", re-forming the world without it");
-    for (auto& other : workers_) {
-      if (other->host == worker.host && other.get() != &worker) stopWorker(*other);
-    }
     reform_needed_ = true;
   }
 }
@@ -355,8 +353,10 @@ void ElasticDriver::reform() {
   const int min_np = elastic_.min_np > 0 ? elastic_.min_np : options_.num_ranks;
   const size_t max_np = elastic_.max_np > 0 ? static_cast<size_t>(elastic_.max_np) : SIZE_MAX;
 
-  std::map<std::string, int> slots;
+  std::map<std::string, int> listed;  // every discovered host: survivors may stay there
+  std::map<std::string, int> slots;   // hosts where new workers may start
   for (const HostSlots& host : hosts_) {
+    listed[host.name] = host.slots;
     if (usable(host.name)) slots[host.name] = host.slots;
   }
   // Survivors first, in their old rank order; those whose host left (or shrank) are stopped.
@@ -372,10 +372,11 @@ void ElasticDriver::reform() {
   std::map<std::string, int> used;
   std::vector<Worker*> world;
   for (Worker* worker : survivors) {
-    auto found = slots.find(worker->host);
-    if (found == slots.end() || used[worker->host] >= found->second || world.size() >= max_np) {
+    auto found = listed.find(worker->host);
+    if (found == listed.end() || used[worker->host] >= found->second || world.size() >= max_np) {
       report("stopping worker ", idOf(*worker), " on host ", worker->host,
-             found == slots.end() ? " (host no longer usable)" : " (beyond the slots or --max-np)");
+             found == listed.end() ? " (host no longer discovered)"
+                                   : " (beyond the slots or --max-np)");
       stopWorker(*worker);
       continue;
     }

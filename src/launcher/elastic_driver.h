@@ -9,8 +9,9 @@
 //    workers that lost a peer ask for a new generation and wait for it;
 //  - surviving workers keep their processes; they take the lowest ranks, in their old order,
 //    so rank 0 of a new world always holds committed state when anyone does;
-//  - a worker that exits non-zero or by a signal blacklists its host: for a random pause in
-//    --blacklist-cooldown-range, or for the rest of the job without it;
+//  - a worker that exits non-zero or by a signal blacklists its host: no new worker starts
+//    there for a random pause in --blacklist-cooldown-range, or for the rest of the job
+//    without it; the host's surviving workers stay;
 //  - more resets than --reset-limit, or fewer than --min-np slots for --elastic-timeout
 //    seconds, stop the job with exit code 1 and a message naming the limit;
 //  - a worker that exits 0 means training is over: no new generation is formed, and the job

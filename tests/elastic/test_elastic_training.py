@@ -122,3 +122,19 @@ def test_new_worker_killed_while_the_world_reforms(tmp_path):
     check_done(job, 3, survivors)
     assert "worker w3 (rank 3) on host 127.0.0.4 killed by signal 9" in job.launcher_text(), \
         job.output()
+
+
+def test_kill_on_one_host_over_shared_memory(tmp_path):
+    # One host, four slots: ranks meet in the shm arena, where a dead peer is seen by its pid.
+    # The blacklisted host keeps its surviving workers; it only gets no new one.
+    hosts = HostsFile(str(tmp_path), ["localhost:4"])
+    job = ElasticJob(["-np", "4", "--min-np", "2", "--host-discovery-script", hosts.script,
+                      "--elastic-timeout", "60"],
+                     ["--epochs", "6", "--commit-every", "4", "--step-delay", "0.02"])
+    job.wait_for(lambda: latest_synced(job, 4) and commits(job) and commits(job)[-1][1] >= 16,
+                 120, "four workers to train past step 16")
+    world = latest_synced(job, 4)
+    survivors = {pid for rank, pid in world.items() if rank != 2}
+    kill_and_check_resume(job, world[2], 3)
+    assert job.finish(180) == 0, job.output()
+    check_done(job, 3, survivors)
