@@ -63,6 +63,12 @@ struct Settings {
   int autotune_max_samples = 20;       // samples before the best setting is kept
   double autotune_noise = 0.8;         // Gaussian process noise (normalised scores)
 
+  // Elastic jobs (`ronde run --host-discovery-script`): rank and size come from the driver
+  // through the store for every generation (src/rendezvous/elastic_assignment.h).
+  bool elastic = false;
+  std::string elastic_worker_id;         // stable for the life of the worker process
+  double elastic_timeout_seconds = 600;  // longest wait for the driver to form a new world
+
   // Reads the process environment.
   static Settings fromEnvironment();
   // Reads `lookup` (name -> value or nullptr) instead of the environment: tests use this.

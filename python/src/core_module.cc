@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "elastic_bindings.h"
 #include "error_mapping.h"
 #include "py_request.h"
 #include "py_tensor.h"
@@ -269,6 +270,7 @@ PYBIND11_MODULE(_core, m) {
     }
     return docs;
   });
+  registerElastic(m);
 }
 
 }  // namespace ronde::python

@@ -9,6 +9,7 @@
 
 #include "backends/backend_registry.h"
 #include "comm/external_launcher.h"
+#include "comm/elastic_world.h"
 #include "common/logging.h"
 #include "transport/tcp/socket_util.h"
 
@@ -61,6 +62,7 @@ std::shared_ptr<Store> selfServedStore(const Settings& s, const ExternalLauncher
 std::unique_ptr<Communicator> Communicator::fromEnvironment() {
   Settings s = Settings::fromEnvironment();
   setLogThreshold(s.log_level);
+  if (s.elastic) return elasticCommunicator(s);
   ExternalLauncher launcher;
   if (s.rank < 0) {
     launcher = detectExternalLauncher();

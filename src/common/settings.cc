@@ -113,6 +113,13 @@ const Field kFields[] = {
     {"AUTOTUNE_GAUSSIAN_PROCESS_NOISE", &Settings::autotune_noise, kPositiveReal,
      "Noise of the autotuner's Gaussian process, as a variance of the normalised scores "
      "(higher: trusts single samples less).", 0, true},
+    {"ELASTIC", &Settings::elastic, nullptr,
+     "Set by `ronde run` for elastic workers: rank and size come from the driver per "
+     "generation."},
+    {"ELASTIC_WORKER_ID", &Settings::elastic_worker_id, nullptr,
+     "Set by `ronde run`: an elastic worker's identity, stable while its process lives."},
+    {"ELASTIC_TIMEOUT_SECONDS", &Settings::elastic_timeout_seconds, kSeconds,
+     "Longest wait of an elastic worker for the driver to form its next world."},
 };
 
 std::string trim(const std::string& value) {

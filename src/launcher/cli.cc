@@ -217,6 +217,46 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
   run->add_flag("--report-bindings", options->report_bindings,
                 "Print the CPUs each rank is bound to")
       ->group("Binding");
+  ElasticOptions* elastic = &options->elastic;
+  run->add_option("--host-discovery-script", elastic->discovery_script,
+                  "Elastic job: executable printing the usable hosts, one 'host' or "
+                  "'host:slots' per line; run every second")
+      ->group("Elastic");
+  run->add_option("--min-np", elastic->min_np,
+                  "Elastic: fewest workers to train with (default -np)")
+      ->check(CLI::PositiveNumber)
+      ->group("Elastic");
+  run->add_option("--max-np", elastic->max_np, "Elastic: most workers (default: no limit)")
+      ->check(CLI::PositiveNumber)
+      ->group("Elastic");
+  run->add_option("--slots-per-host", elastic->slots_per_host,
+                  "Elastic: workers per discovered host without ':slots' (default 1)")
+      ->check(CLI::PositiveNumber)
+      ->group("Elastic");
+  run->add_option("--reset-limit", elastic->reset_limit,
+                  "Elastic: stop the job when the world re-forms more often (default: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Elastic");
+  run->add_option_function<std::vector<double>>(
+         "--blacklist-cooldown-range",
+         [elastic](const std::vector<double>& range) {
+           elastic->cooldown_given = true;
+           elastic->cooldown_low_seconds = range[0];
+           elastic->cooldown_high_seconds = range[1];
+         },
+         "Elastic: LO HI seconds; a failed host may return after a random pause in this range "
+         "(default: never)")
+      ->expected(2)
+      ->check(atLeast(0))
+      ->group("Elastic");
+  run->add_option("--elastic-timeout", elastic->elastic_timeout_seconds,
+                  "Elastic: seconds to wait for --min-np slots before stopping (default 600)")
+      ->check(above(0))
+      ->group("Elastic");
+  run->add_option("--host-discovery-timeout", elastic->discovery_timeout_seconds,
+                  "Elastic: longest run of the discovery script (default 10)")
+      ->check(above(0))
+      ->group("Elastic");
   run->add_flag("--disable-cache,--gloo")
       ->description("Accepted for horovodrun compatibility; no effect")
       ->group("");
@@ -230,7 +270,7 @@ int takesValue(const std::string& name, void* context) {
   auto* run = static_cast<CLI::App*>(context);
   const CLI::Option* option = run->get_option_no_throw(name);
   if (option == nullptr) return -1;
-  return option->get_items_expected_min() > 0 ? 1 : 0;
+  return option->get_items_expected_min();  // 2 for --blacklist-cooldown-range LO HI
 }
 
 std::vector<const char*> pointers(const std::vector<std::string>& args) {
@@ -265,7 +305,8 @@ SplitArguments splitRunArguments(const std::vector<std::string>& args,
       // "-xNAME" or "-p2222": a short option with its value attached.
       if (takes_value(arg.substr(0, 2), context) == 1) continue;
     }
-    if (value == 1 && equals == std::string::npos && i + 1 < args.size()) {
+    for (int taken = 0; equals == std::string::npos && taken < value && i + 1 < args.size();
+         ++taken) {
       split.options.push_back(args[++i]);
     }
   }

@@ -16,7 +16,8 @@ struct SplitArguments {
   std::vector<std::string> options;
   std::vector<std::string> command;
 };
-// `takes_value(name)`: 1 when option `name` takes a value, 0 for a flag, -1 when unknown.
+// `takes_value(name)`: how many values option `name` takes (1, or 2 for
+// --blacklist-cooldown-range LO HI), 0 for a flag, -1 when unknown.
 SplitArguments splitRunArguments(const std::vector<std::string>& args,
                                  int (*takes_value)(const std::string& name, void* context),
                                  void* context);

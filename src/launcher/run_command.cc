@@ -12,7 +12,9 @@
 #include <set>
 
 #include "launcher/cpu_binding.h"
+#include "launcher/elastic_driver.h"
 #include "launcher/host_list.h"
+#include "launcher/job_secret.h"
 #include "launcher/job_supervisor.h"
 #include "launcher/launcher_messages.h"
 #include "launcher/network_address.h"
@@ -36,31 +38,6 @@ constexpr int kExitUnreachable = 1;
 
 // "user@host" names the ssh login; the host is the part after '@'.
 std::string hostPart(const std::string& host) { return host.substr(host.find('@') + 1); }
-
-// 32 random bytes as hex: the job secret every connection to the job must prove it knows.
-std::string makeSecret() {
-  unsigned char bytes[32];
-  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw makeError(ErrorCode::kIo, "open /dev/urandom: ", std::strerror(errno));
-  size_t have = 0;
-  while (have < sizeof(bytes)) {
-    ssize_t got = ::read(fd, bytes + have, sizeof(bytes) - have);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      ::close(fd);
-      throw makeError(ErrorCode::kIo, "read /dev/urandom failed");
-    }
-    have += static_cast<size_t>(got);
-  }
-  ::close(fd);
-  static const char kHex[] = "0123456789abcdef";
-  std::string secret;
-  for (unsigned char byte : bytes) {
-    secret += kHex[byte >> 4];
-    secret += kHex[byte & 15];
-  }
-  return secret;
-}
 
 std::string currentDirectory() {
   char buffer[4096];
@@ -181,6 +158,7 @@ bool checkRemoteHosts(const std::vector<std::string>& remote_hosts, const SshOpt
 }  // namespace
 
 int runJob(const RunOptions& options) {
+  if (!options.elastic.discovery_script.empty()) return runElasticJob(options);
   // Before any thread exists (the store server's), so that every thread blocks the signals.
   SignalWatcher signals;
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/elastic_options.h"
 #include "launcher/worker_env.h"
 
 namespace ronde::launcher {
@@ -26,6 +27,7 @@ struct RunOptions {
   double grace_seconds = 5;               // SIGTERM to SIGKILL when stopping workers
   std::vector<std::string> env_requests;  // -x NAME or -x NAME=value
   EnvList settings;                       // RONDE_* variables from the tuning flags
+  ElasticOptions elastic;                 // elastic mode when discovery_script is set
   std::vector<std::string> command;
 };
 

@@ -125,3 +125,8 @@ def rocm_built():
 
 def ronde_built():
     return True
+
+
+# hvd.elastic, as in Horovod; imported last because it builds on everything above.
+from ronde.torch import elastic  # noqa: E402
+from ronde.common.elastic import HostsUpdatedInterrupt  # noqa: E402
