@@ -17,6 +17,7 @@
 
 #include "error_mapping.h"
 #include "py_tensor.h"
+#include "store_bindings.h"
 #include "ronde/runtime.h"
 #include "ronde/settings.h"
 
@@ -121,6 +122,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "ronde's runtime for Python frontends (framework-free).";
   m.attr("__version__") = RONDE_VERSION;
   registerErrors(m);
+  registerStore(m);
 
   py::class_<Tensor, std::shared_ptr<Tensor>>(m, "Tensor");
   py::class_<PyTensor, Tensor, std::shared_ptr<PyTensor>>(m, "TensorRef")
