@@ -21,6 +21,7 @@ def spark():
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.ui.enabled", "false")
                .config("spark.driver.memory", "768m")
+               .config("spark.sql.shuffle.partitions", "2")
                .config("spark.executorEnv.OMP_NUM_THREADS", "1")
                .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
                # Barrier mode checks for slots before starting; keep that check's retry short

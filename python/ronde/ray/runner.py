@@ -34,9 +34,6 @@ class RaySettings:
 class _Worker:
     """The body of each rank's actor (wrapped by ray.remote in RayExecutor._start_actors)."""
 
-    def __init__(self):
-        self._env_names = []
-
     def where(self):
         import socket
         import ray
@@ -46,7 +43,6 @@ class _Worker:
 
     def set_env(self, env):
         os.environ.update(env)
-        self._env_names = sorted(env)
 
     def execute(self, fn, args, kwargs):
         return fn(*args, **kwargs)

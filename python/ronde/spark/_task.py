@@ -100,9 +100,10 @@ def run_task(job, payload):
             child.wait()
     for pump in pumps:
         pump.join(timeout=10)
+    reported = False
     try:
         with open(result_path, "rb") as f:
-            ok, value = pickle.load(f)
+            ok, value, reported = pickle.load(f)
     except (OSError, EOFError, pickle.UnpicklingError):
         ok, value = False, "the rank's process exited with status %d before returning" % code
     finally:
@@ -111,23 +112,44 @@ def run_task(job, payload):
                 os.remove(path)
         os.rmdir(workdir)
     if not ok:
-        message = "rank %d on host %s failed:\n%s" % (rank, socket.gethostname(), value)
-        # First failure wins: the driver reports it and cancels the other tasks.
-        if store.add("spark/failures", 1) == 1:
-            store.set("spark/failure", message.encode())
+        message = failure_message(rank, value)
+        if not reported:  # the child could not report (it crashed or was killed)
+            report_failure(store, message)
         raise RuntimeError("ronde.spark.run: " + message)
     return [(rank, value, output)]
 
 
+def failure_message(rank, details):
+    return "rank %d on host %s failed:\n%s" % (rank, socket.gethostname(), details)
+
+
+def report_failure(store, message):
+    # First failure wins: the driver reports it and cancels the other tasks.
+    if store.add("spark/failures", 1) == 1:
+        store.set("spark/failure", message.encode())
+
+
 def child_main(payload_path, result_path):
-    """The rank's process: runs fn and leaves (ok, result or traceback) in result_path."""
+    """The rank's process: runs fn and leaves (ok, result or traceback, reported) in
+    result_path. A failure is reported to the store from here, before this rank leaves its
+    runtime: the other ranks fail only after that ("shut down by rank N"), so the root
+    cause, not a consequence, is what the driver reports."""
     from pyspark import cloudpickle
     try:
         with open(payload_path, "rb") as f:
             fn, args, kwargs = cloudpickle.loads(f.read())
-        outcome = (True, cloudpickle.dumps(fn(*args, **kwargs)))
+        outcome = (True, cloudpickle.dumps(fn(*args, **kwargs)), False)
     except BaseException:  # noqa: B036 - any failure, SystemExit included, is the rank's
-        outcome = (False, traceback.format_exc())
+        details = traceback.format_exc()
+        reported = False
+        try:
+            job = {"store_address": os.environ["RONDE_STORE_ADDRESS"],
+                   "secret": os.environ["RONDE_SECRET"]}
+            report_failure(_store(job), failure_message(int(os.environ["RONDE_RANK"]), details))
+            reported = True
+        except Exception:  # noqa: BLE001 - the task reports it instead
+            pass
+        outcome = (False, details, reported)
     sys.stdout.flush()
     sys.stderr.flush()
     with open(result_path + ".tmp", "wb") as f:
