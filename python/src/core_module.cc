@@ -19,6 +19,7 @@
 #include "error_mapping.h"
 #include "py_request.h"
 #include "py_tensor.h"
+#include "store_bindings.h"
 #include "ronde/runtime.h"
 #include "ronde/settings.h"
 
@@ -149,6 +150,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = RONDE_VERSION;
   registerErrors(m);
   registerRequestTypes(m);
+  registerStore(m);
 
   py::class_<Tensor, std::shared_ptr<Tensor>>(m, "Tensor");
   py::class_<PyTensor, Tensor, std::shared_ptr<PyTensor>>(m, "TensorRef")

@@ -1,0 +1,274 @@
+"""ronde.ray.RayExecutor: a ronde job whose ranks are Ray actors in a placement group.
+
+The driver reserves one bundle per rank (a placement group, so the job gets all its slots or
+none), starts one actor per bundle, asks each actor where Ray put it, then numbers the ranks
+host by host (so the ranks of one node are consecutive local ranks) and hands each actor the
+same variables `ronde run` would. The driver serves the rendezvous store.
+
+The steps are separate methods (_reserve, _start_actors, _assign_ranks) so that an elastic
+executor can redo them when the cluster changes.
+"""
+
+import os
+
+from ronde import _job_env
+
+
+class RaySettings:
+    """Settings of a RayExecutor (Horovod's RayExecutor.create_settings).
+
+    timeout_s: how long start() waits for the placement group (all slots) and for the
+    actors; placement_group_timeout_s defaults to it. env: extra variables for every rank.
+    """
+
+    def __init__(self, timeout_s=60, placement_group_timeout_s=None, env=None, nics=None,
+                 verbose=1):
+        self.timeout_s = float(timeout_s)
+        self.placement_group_timeout_s = float(
+            placement_group_timeout_s if placement_group_timeout_s is not None else timeout_s)
+        self.env = dict(env or {})
+        self.nics = set(nics) if nics else None
+        self.verbose = verbose
+
+
+class _Worker:
+    """The body of each rank's actor (wrapped by ray.remote in RayExecutor._start_actors)."""
+
+    def where(self):
+        import socket
+        import ray
+        context = ray.get_runtime_context()
+        return {"node_id": context.get_node_id(), "node_ip": ray.util.get_node_ip_address(),
+                "hostname": socket.gethostname(), "pid": os.getpid()}
+
+    def set_env(self, env):
+        os.environ.update(env)
+
+    def execute(self, fn, args, kwargs):
+        return fn(*args, **kwargs)
+
+    def shutdown_runtime(self):
+        try:
+            from ronde import _core
+            _core.shutdown()
+        except Exception:  # noqa: BLE001 - the actor is being discarded anyway
+            pass
+
+
+def _host_key(where, node_ips_are_unique):
+    # A Ray node is a host to ronde. On a real cluster that is the node's IP; when several
+    # Ray nodes share one machine (ray.cluster_utils.Cluster), the node id tells them apart.
+    if node_ips_are_unique:
+        return where["node_ip"]
+    return "%s/ray-%s" % (where["node_ip"], where["node_id"][:8])
+
+
+class RayExecutor:
+    """Runs functions on num_workers ranks placed by Ray (Horovod's horovod.ray.RayExecutor).
+
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=2)
+    executor.start()
+    results = executor.run(train, args=(...))   # per-rank return values, in rank order
+    executor.shutdown()
+    """
+
+    @staticmethod
+    def create_settings(timeout_s=60, placement_group_timeout_s=None, env=None, nics=None,
+                        verbose=1):
+        return RaySettings(timeout_s=timeout_s, placement_group_timeout_s=placement_group_timeout_s,
+                           env=env, nics=nics, verbose=verbose)
+
+    def __init__(self, settings=None, num_workers=None, cpus_per_worker=1, use_gpu=False,
+                 gpus_per_worker=None, placement_group_strategy="PACK", num_hosts=None,
+                 num_workers_per_host=None):
+        if num_hosts is not None or num_workers_per_host is not None:
+            if num_hosts is None or num_workers_per_host is None:
+                raise ValueError("RayExecutor: give num_hosts and num_workers_per_host together")
+            if num_workers is not None and num_workers != num_hosts * num_workers_per_host:
+                raise ValueError("RayExecutor: num_workers=%d but num_hosts * "
+                                 "num_workers_per_host = %d"
+                                 % (num_workers, num_hosts * num_workers_per_host))
+            num_workers = num_hosts * num_workers_per_host
+            placement_group_strategy = "STRICT_SPREAD" if num_workers_per_host == 1 else \
+                placement_group_strategy
+        if not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError("RayExecutor: num_workers must be a positive integer, not %r"
+                             % (num_workers,))
+        if placement_group_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
+            raise ValueError("RayExecutor: placement_group_strategy must be PACK, SPREAD, "
+                             "STRICT_PACK or STRICT_SPREAD, not %r" % (placement_group_strategy,))
+        if gpus_per_worker is not None and not use_gpu:
+            raise ValueError("RayExecutor: gpus_per_worker needs use_gpu=True")
+        self.settings = settings or RaySettings()
+        self.num_workers = num_workers
+        self.cpus_per_worker = cpus_per_worker
+        self.use_gpu = use_gpu
+        self.gpus_per_worker = (gpus_per_worker or 1) if use_gpu else 0
+        self.placement_group_strategy = placement_group_strategy
+        self._placement_group = None
+        self._workers = []       # actor handles in rank order
+        self._placements = []    # per rank: rank, host, local_rank, ... and where (Ray's facts)
+        self._server = None
+
+    # -- start-up, in steps an elastic executor can redo ---------------------------------
+
+    def _bundle(self):
+        bundle = {"CPU": self.cpus_per_worker}
+        if self.gpus_per_worker:
+            bundle["GPU"] = self.gpus_per_worker
+        return bundle
+
+    def _reserve(self, count):
+        import ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+        group = placement_group([self._bundle() for _ in range(count)],
+                                strategy=self.placement_group_strategy)
+        ready, _ = ray.wait([group.ready()], timeout=self.settings.placement_group_timeout_s)
+        if not ready:
+            remove_placement_group(group)
+            total = ray.cluster_resources()
+            raise TimeoutError(
+                "RayExecutor: the Ray cluster could not place %d workers of %s (strategy %s) "
+                "within %gs; it has %s in all. Lower num_workers or add nodes"
+                % (count, self._bundle(), self.placement_group_strategy,
+                   self.settings.placement_group_timeout_s,
+                   {k: v for k, v in total.items() if k in ("CPU", "GPU")}))
+        return group
+
+    def _start_actors(self, group, count):
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        actor_class = ray.remote(_Worker)
+        actors = []
+        for index in range(count):
+            strategy = PlacementGroupSchedulingStrategy(
+                placement_group=group, placement_group_bundle_index=index)
+            actors.append(actor_class.options(
+                num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker,
+                scheduling_strategy=strategy).remote())
+        wheres = ray.get([actor.where.remote() for actor in actors],
+                         timeout=self.settings.timeout_s)
+        return actors, wheres
+
+    def _assign_ranks(self, actors, wheres):
+        """Rank order: node by node (first appearance), so a node's ranks are consecutive."""
+        ips_by_node = {}
+        for where in wheres:
+            ips_by_node[where["node_id"]] = where["node_ip"]
+        unique = len(set(ips_by_node.values())) == len(ips_by_node)
+        keys = [_host_key(where, unique) for where in wheres]
+        order = []
+        for key in keys:
+            if key not in order:
+                order.append(key)
+        indices = sorted(range(len(actors)), key=lambda i: (order.index(keys[i]), i))
+        placements = _job_env.placements([keys[i] for i in indices])
+        for placement, i in zip(placements, indices):
+            placement["where"] = wheres[i]
+        return [actors[i] for i in indices], placements
+
+    def _serve_store(self):
+        import ray
+        from ronde import _core
+        secret = _job_env.make_secret()
+        server = _core.TcpStoreServer("0.0.0.0", 0, secret)
+        return server, "%s:%d" % (ray.util.get_node_ip_address(), server.port), secret
+
+    def start(self, executable_cls=None, executable_args=None, executable_kwargs=None,
+              extra_env_vars=None):
+        """Reserves the slots, starts the actors and hands them their ranks."""
+        import ray
+        if executable_cls is not None:
+            raise NotImplementedError("RayExecutor.start: executable_cls is not supported; "
+                                      "pass functions to run()/execute()")
+        if self._workers:
+            raise RuntimeError("RayExecutor.start: already started")
+        if not ray.is_initialized():
+            raise RuntimeError("RayExecutor.start: call ray.init() first")
+        self._placement_group = self._reserve(self.num_workers)
+        try:
+            actors, wheres = self._start_actors(self._placement_group, self.num_workers)
+            self._workers, self._placements = self._assign_ranks(actors, wheres)
+            self._server, address, secret = self._serve_store()
+            extra = dict(self.settings.env)
+            extra.update(extra_env_vars or {})
+            if self.settings.nics:
+                extra.setdefault("RONDE_INTERFACE", sorted(self.settings.nics)[0])
+            ray.get([worker.set_env.remote(_job_env.worker_env(placement, address, secret, extra))
+                     for worker, placement in zip(self._workers, self._placements)],
+                    timeout=self.settings.timeout_s)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # -- running -------------------------------------------------------------------------
+
+    def _require_started(self):
+        if not self._workers:
+            raise RuntimeError("RayExecutor: call start() first")
+
+    def run_remote(self, fn, args=None, kwargs=None):
+        """Starts fn(*args, **kwargs) on every rank; returns Ray object refs in rank order."""
+        self._require_started()
+        args, kwargs = list(args or []), dict(kwargs or {})
+        return [worker.execute.remote(fn, args, kwargs) for worker in self._workers]
+
+    def _gather(self, refs):
+        """Waits for every rank; the first failure (an exception or a dead actor) fails all."""
+        import ray
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            try:
+                ray.get(done[0])
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
+                rank = refs.index(done[0])
+                where = self._placements[rank]["where"]
+                lost = isinstance(error, ray.exceptions.RayActorError)
+                self.shutdown(graceful=False)  # the others may be blocked in a collective
+                raise RuntimeError(
+                    "RayExecutor: rank %d on node %s (%s) %s:\n%s" %
+                    (rank, where["node_ip"], where["node_id"][:8],
+                     "died (its actor or node was lost)" if lost else "failed", error)) from error
+        return ray.get(list(refs))
+
+    def run(self, fn, args=None, kwargs=None):
+        """Runs fn(*args, **kwargs) on every rank; returns the results in rank order."""
+        return self._gather(self.run_remote(fn, args, kwargs))
+
+    def execute(self, fn):
+        """Runs fn() on every rank (Horovod passes the worker; ronde's workers hold no
+        executable object, so fn takes no argument); returns the results in rank order."""
+        return self.run(fn)
+
+    def execute_single(self, fn):
+        """Runs fn() on rank 0 only."""
+        import ray
+        self._require_started()
+        return ray.get(self._workers[0].execute.remote(fn, [], {}))
+
+    def placements(self):
+        """Per rank: its host key, local rank and size, cross rank and size, Ray node."""
+        return [dict(p) for p in self._placements]
+
+    def shutdown(self, graceful=True):
+        """Stops every actor and frees the placement group and the store; safe to repeat.
+
+        graceful: let each rank leave its runtime first (skipped after a failure, when the
+        surviving ranks may sit in a collective that will never complete)."""
+        import ray
+        from ray.util.placement_group import remove_placement_group
+        workers, self._workers = self._workers, []
+        if workers and graceful:
+            try:
+                ray.get([w.shutdown_runtime.remote() for w in workers], timeout=10)
+            except Exception:  # noqa: BLE001 - a dead actor cannot shut down; it is killed
+                pass
+        for worker in workers:
+            ray.kill(worker)
+        if self._placement_group is not None:
+            remove_placement_group(self._placement_group)
+            self._placement_group = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
