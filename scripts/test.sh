@@ -7,7 +7,9 @@
 #      both venvs (ctest)
 #   3. the LibTorch frontend and C++ example against the PyPI torch's libtorch
 #   4. a fresh venv doing `pip install .` with pip's isolated build, then a 2-rank job
-#   5. sanitizers (ASan+UBSan, TSan) and a short libFuzzer run, where their scripts exist
+#   5. the framework and engine suites, each in its own venv: TensorFlow/Keras (.venv-tf),
+#      Spark/Ray (.venv-engines), MXNet (.venv-mxnet)
+#   6. sanitizers (ASan+UBSan, TSan) and a short libFuzzer run, where their scripts exist
 # Ends with one line "tests: N passed, M failed"; exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +35,23 @@ count_ctest() {
   [ "$bad" -eq 0 ] || failures+=("$name: $bad of $total")
 }
 
+# Runs a suite script that ends with a line "...tests: N passed, M failed" and adds its counts
+# (a suite that dies before that line counts as one failure).
+suite() {
+  local name=$1 log=$logs/suite.log line; shift
+  echo "== $name"
+  "$@" 2>&1 | tee "$log"
+  line=$(grep -E "tests: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    failed=$((failed + 1)); failures+=("$name (no summary)"); return
+  fi
+  local p f
+  p=$(sed -E 's/.*tests: ([0-9]+) passed.*/\1/' <<<"$line")
+  f=$(sed -E 's/.*, ([0-9]+) failed.*/\1/' <<<"$line")
+  passed=$((passed + p)); failed=$((failed + f))
+  [ "$f" -eq 0 ] || failures+=("$name: $f failed")
+}
+
 # Runs one check that is a whole script; it counts as one test.
 stage() {
   local name=$1; shift
@@ -55,6 +74,13 @@ if stage "LibTorch frontend against PyPI torch (build-torch-pip)" bash scripts/b
 fi
 
 stage "fresh venv: pip install . and a 2-rank job" bash scripts/test_fresh_install.sh
+
+if stage "TensorFlow/Keras venv (.venv-tf)" bash scripts/setup_tf_venv.sh; then
+  suite "TensorFlow/Keras suites" bash scripts/test_tf.sh
+fi
+if stage "Spark/Ray venv (.venv-engines)" bash scripts/setup_engines_venv.sh; then
+  suite "Spark/Ray suites" bash scripts/test_engines.sh
+fi
 for script in scripts/sanitizers.sh scripts/fuzz.sh; do
   [ -f "$script" ] && stage "$script" bash "$script"
 done
