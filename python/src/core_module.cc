@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/backend_registry.h"
 #include "elastic_bindings.h"
 #include "error_mapping.h"
 #include "py_request.h"
@@ -218,6 +219,17 @@ PYBIND11_MODULE(_core, m) {
   // stops in step with its peers, which see an orderly stop rather than a dead rank.
   py::module_::import("atexit").attr("register")(m.attr("shutdown"));
   m.def("is_initialized", [] { return slot().initialized(); });
+  // The communication backends compiled into this build ("native", "mpi"), and the transports
+  // of the running communicator ("shm", "shm+tcp", "mpi"): what Horovod's mpi_built() and
+  // mpi_enabled() report.
+  m.def("built_backends", [] {
+    std::vector<std::string> names;
+    for (const Backend& b : backends())
+      if (b.built) names.emplace_back(b.name);
+    return names;
+  });
+  m.def("transport_name",
+        [] { return withRuntime([](Runtime& r) { return r.communicator().transportName(); }); });
   m.def("rank", [] { return withRuntime([](Runtime& r) { return r.rank(); }); });
   m.def("size", [] { return withRuntime([](Runtime& r) { return r.size(); }); });
   m.def("local_rank", [] { return withRuntime([](Runtime& r) { return r.localRank(); }); });

@@ -72,6 +72,7 @@ avg = hvd.allreduce(torch.full((3,), float(hvd.rank())), name="avg")
 assert torch.allclose(avg, torch.full((3,), (n - 1) / 2.0)), avg
 g = hvd.allgather(torch.full((hvd.rank() + 1, 2), hvd.rank()), name="g")
 assert g.shape[0] == n * (n + 1) // 2, g.shape
+assert hvd.mpi_built() and hvd.mpi_enabled(), (hvd.mpi_built(), hvd.mpi_enabled())
 print("torch job on the mpi backend: rank", hvd.rank())
 hvd.shutdown()
 """

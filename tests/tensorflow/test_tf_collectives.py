@@ -202,4 +202,4 @@ def test_job_facts():
     assert hvd.size() >= 1 and 0 <= hvd.rank() < hvd.size()
     assert 0 <= hvd.local_rank() < hvd.local_size()
     assert hvd.cross_rank() == 0 and hvd.cross_size() == 1
-    assert hvd.is_initialized() and hvd.ronde_built() and not hvd.mpi_built()
+    assert hvd.is_initialized() and hvd.ronde_built() and not hvd.mpi_enabled()

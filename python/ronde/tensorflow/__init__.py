@@ -48,44 +48,10 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                             process_set=process_set)
 
 
-def mpi_built():
-    return False
-
-
-def mpi_enabled():
-    return False
-
-
-def mpi_threads_supported():
-    return False
-
-
-def gloo_built():
-    return False
-
-
-def gloo_enabled():
-    return False
-
-
-def nccl_built():
-    return 0
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def cuda_built():
-    return False
-
-
-def rocm_built():
-    return False
+# What this build has (Horovod's names): see ronde.common.build_info.
+from ronde.common.build_info import (  # noqa: E402
+    ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, mpi_built, mpi_enabled,
+    mpi_threads_supported, nccl_built, rocm_built)
 
 
 def ronde_built():
