@@ -202,8 +202,8 @@ class _Allreduce(torch.autograd.Function):
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` over all ranks and returns the result; differentiable."""
-    from ronde.torch.compression import Compression
-    compression = compression or Compression.none
+    from ronde.torch.compression import casting
+    compression = casting(compression)
     op = _check_op(op, average)
     compressed, context = compression.compress(tensor)
     reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor,
@@ -269,8 +269,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=None, op=Non
                       prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
     """Reduces a list of tensors as one negotiated, fused group; differentiable."""
-    from ronde.torch.compression import Compression
-    compression = compression or Compression.none
+    from ronde.torch.compression import casting
+    compression = casting(compression)
     op = _check_op(op, average)
     compressed = [compression.compress(t) for t in tensors]
     reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
@@ -534,8 +534,8 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces `tensor` over the ranks and returns this rank's share of the first dimension
     (the first ``rows % size`` ranks get one extra row); differentiable for Sum and Average."""
-    from ronde.torch.compression import Compression
-    compression = compression or Compression.none
+    from ronde.torch.compression import casting
+    compression = casting(compression)
     op = _check_op(op, None)
     compressed, context = compression.compress(tensor)
     output = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor,
@@ -574,8 +574,8 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
     """Reducescatters a list of tensors as one negotiated group; differentiable."""
-    from ronde.torch.compression import Compression
-    compression = compression or Compression.none
+    from ronde.torch.compression import casting
+    compression = casting(compression)
     op = _check_op(op, None)
     compressed = [compression.compress(t) for t in tensors]
     outputs = _GroupedReducescatter.apply(name, op, process_set, prescale_factor,
