@@ -25,7 +25,7 @@ Max = 4
 Product = 5
 
 # ronde::ReduceOp
-_CORE_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+_CORE_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4, Adasum: 5}
 
 # ronde::RequestKind
 _ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL, _REDUCESCATTER, _BARRIER, _JOIN = range(7)
@@ -115,8 +115,6 @@ def _check_op(op, average):
         op = Average if average else Sum
     if op is None:
         op = Average
-    if op == Adasum:
-        raise NotImplementedError("ronde does not implement Adasum yet; use op=hvd.Average")
     if op not in _CORE_OPS:
         raise ValueError("unknown reduction op %r" % (op,))
     return op

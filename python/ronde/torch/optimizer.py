@@ -309,8 +309,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if op == Adasum:
-        raise NotImplementedError("ronde does not implement Adasum yet; use op=hvd.Average")
     if is_reducing(compression) and op not in (Average, Sum):
         raise ValueError("compression=%s supports op=Average and op=Sum only"
                          % type(compression).__name__)
