@@ -163,4 +163,6 @@ def test_distributed_training_matches_combined_batch(how):
         ref_trainer.step(rows * hvd.size())
     for (_, p), (_, q) in zip(sorted(net.collect_params().items()),
                               sorted(reference.collect_params().items())):
-        assert np.allclose(p.data().asnumpy(), q.data().asnumpy(), rtol=1e-9, atol=1e-10)
+        # MXNet passes rescale_grad to its kernels as float32: 1/12 (reference, 3 ranks) is
+        # rounded there, 1/4 (here) is not
+        assert np.allclose(p.data().asnumpy(), q.data().asnumpy(), rtol=1e-6, atol=1e-9)
