@@ -152,6 +152,8 @@ def test_error_feedback_makes_the_accumulated_update_converge(make):
 def test_distributed_optimizer_with_reducing_compressor_sums_like_reference(compression):
     """A linear model whose gradients are matrices: DistributedOptimizer's update equals the
     compressor's own reduction of the same gradients."""
+    if hvd.size() == 1:
+        pytest.skip("on one rank DistributedOptimizer reduces nothing, as Horovod's")
     torch.manual_seed(0)
     model = torch.nn.Linear(20, 10, bias=False).double()
     def make():
