@@ -82,7 +82,7 @@ def evaluate(model, x, y):
     return loss, correct
 
 
-def main():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=32, help="per rank")
@@ -92,12 +92,31 @@ def main():
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     parser.add_argument("--data", default=digits_path())
     parser.add_argument("--fp16-allreduce", action="store_true")
-    args = parser.parse_args()
+    parser.add_argument("--compression", default="none",
+                        choices=["none", "fp16", "bf16", "topk", "powersgd"],
+                        help="gradients on the wire (topk and powersgd with error feedback)")
+    parser.add_argument("--topk-ratio", type=float, default=0.01,
+                        help="share of each gradient's entries top-k sends")
+    parser.add_argument("--powersgd-rank", type=int, default=4)
+    parser.add_argument("--min-accuracy", type=float, default=0.95,
+                        help="exit status 1 below this final test accuracy")
+    parser.add_argument("--quiet", action="store_true", help="print nothing")
+    return parser.parse_args(argv)
 
+
+def main():
+    args = parse_args()
     hvd.init()
+    test_accuracy = train(args)
+    hvd.shutdown()
+    return 0 if test_accuracy >= args.min_accuracy else 1
+
+
+def train(args):
+    """Trains in the job hvd.init() joined; returns the final test accuracy (every rank)."""
     torch.set_num_threads(_threads)
     torch.manual_seed(args.seed + hvd.rank())  # different on purpose: the broadcast fixes it
-    verbose = hvd.rank() == 0
+    verbose = hvd.rank() == 0 and not args.quiet
 
     train_x, train_y, test_x, test_y = load_digits(args.data)
     # Shard: rank r takes every size-th example; the shards together are the training set.
@@ -107,7 +126,7 @@ def main():
     model = Net()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(), momentum=0.9)
     start_epoch = 0
-    if args.resume and verbose and os.path.exists(args.checkpoint):
+    if args.resume and hvd.rank() == 0 and os.path.exists(args.checkpoint):
         saved = torch.load(args.checkpoint)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
@@ -116,7 +135,12 @@ def main():
 
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-    compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
+    compression = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16,
+                   "bf16": hvd.Compression.bf16,
+                   "topk": hvd.Compression.topk(ratio=args.topk_ratio),
+                   "powersgd": hvd.Compression.powersgd(rank=args.powersgd_rank)}[args.compression]
+    if args.fp16_allreduce:
+        compression = hvd.Compression.fp16
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                          compression=compression)
 
@@ -124,6 +148,7 @@ def main():
         print("training on %d rank(s): %d train / %d test examples, %d steps per epoch"
               % (hvd.size(), len(train_x), len(test_x), steps_per_epoch), flush=True)
     tty = sys.stdout.isatty()
+    steps_run, step_seconds = 0, 0.0
     generator = torch.Generator().manual_seed(args.seed)
     test_accuracy = 0.0
     for epoch in range(start_epoch + 1, args.epochs + 1):
@@ -134,10 +159,13 @@ def main():
             # Every rank runs the same number of steps (shards differ by at most one example).
             batch = order[(step * args.batch_size) % len(order):][:args.batch_size]
             x, y = shard_x[batch], shard_y[batch]
+            step_began = time.perf_counter()
             optimizer.zero_grad()
             loss = F.cross_entropy(model(x), y)
             loss.backward()
             optimizer.step()
+            step_seconds += time.perf_counter() - step_began
+            steps_run += 1
             loss_sum += loss.item() * len(y)
             seen += len(y)
             if verbose and tty:
@@ -157,6 +185,7 @@ def main():
                             % (train_loss, totals[2].item() / len(test_y), 100 * test_accuracy,
                                time.time() - began))
             print(("\r" if tty else "") + line, flush=True)
+        if hvd.rank() == 0:
             torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                         "epoch": epoch}, args.checkpoint)
 
@@ -167,8 +196,20 @@ def main():
         same = bool(torch.allclose(digest, digest[0].expand_as(digest)))
         print("final test accuracy %.2f%% on %d rank(s); parameters identical on all ranks: %s"
               % (100 * test_accuracy, hvd.size(), same), flush=True)
-    hvd.shutdown()
-    return 0 if test_accuracy >= 0.95 else 1
+        print("compression %s: %d gradient bytes sent per step per rank, %.3f ms per step"
+              % (args.compression, wire_bytes_per_step(model, compression, steps_run),
+                 1000.0 * step_seconds / max(steps_run, 1)), flush=True)
+    return test_accuracy
+
+
+def wire_bytes_per_step(model, compression, steps):
+    """What this rank hands to the collectives for the gradients, per step."""
+    if hvd.size() == 1:
+        return 0
+    if hasattr(compression, "bytes_sent"):
+        return compression.bytes_sent // max(steps, 1)
+    return sum(compression.compress(p.grad)[0].numel() * compression.compress(p.grad)[0]
+               .element_size() for p in model.parameters())
 
 
 if __name__ == "__main__":

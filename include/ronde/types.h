@@ -31,6 +31,9 @@ enum class ReduceOp : uint8_t {
   kMin,
   kMax,
   kProduct,
+  // Adaptive summation (Horovod's Adasum): float types, a power-of-two number of ranks; run
+  // by the Runtime (src/collectives/adasum.h), not by Communicator::allreduce.
+  kAdasum,
 };
 
 const char* reduceOpName(ReduceOp op);

@@ -56,7 +56,8 @@ void registerRequestTypes(py::module_& m) {
       .value("AVERAGE", ReduceOp::kAverage)
       .value("MIN", ReduceOp::kMin)
       .value("MAX", ReduceOp::kMax)
-      .value("PRODUCT", ReduceOp::kProduct);
+      .value("PRODUCT", ReduceOp::kProduct)
+      .value("ADASUM", ReduceOp::kAdasum);
   py::enum_<DataType>(m, "DataType")
       .value("UINT8", DataType::kUInt8)
       .value("INT8", DataType::kInt8)

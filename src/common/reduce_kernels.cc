@@ -392,6 +392,7 @@ int opIndex(ReduceOp op) {
     case ReduceOp::kMin: return 1;
     case ReduceOp::kMax: return 2;
     case ReduceOp::kProduct: return 3;
+    case ReduceOp::kAdasum: break;  // not an elementwise reduction: checkReducible refuses it
   }
   RONDE_CHECK(false, "unknown reduce op " << static_cast<int>(op));
   return 0;
@@ -514,6 +515,10 @@ void copyScaled(void* dst, const void* src, size_t count, DataType type, double 
 void checkReducible(DataType type, ReduceOp op) {
   if (static_cast<int>(type) >= kNumDataTypes) {
     throw makeError(ErrorCode::kInvalidArgument, "unknown data type ", static_cast<int>(type));
+  }
+  if (op == ReduceOp::kAdasum) {
+    throw makeError(ErrorCode::kInvalidArgument,
+                    "Adasum is not an elementwise reduction: submit it through the Runtime");
   }
   if (static_cast<int>(op) > static_cast<int>(ReduceOp::kProduct)) {
     throw makeError(ErrorCode::kInvalidArgument, "unknown reduce op ", static_cast<int>(op));

@@ -51,6 +51,7 @@ const char* reduceOpName(ReduceOp op) {
     case ReduceOp::kMin: return "min";
     case ReduceOp::kMax: return "max";
     case ReduceOp::kProduct: return "product";
+    case ReduceOp::kAdasum: return "adasum";
   }
   return "unknown";
 }

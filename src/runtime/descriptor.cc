@@ -151,7 +151,7 @@ Descriptor WireReader::descriptor() {
   if (dtype >= kNumDataTypes) malformed("unknown dtype ", +dtype);
   d.dtype = static_cast<DataType>(dtype);
   uint8_t op = u8();
-  if (op > static_cast<uint8_t>(ReduceOp::kProduct)) malformed("unknown reduce op ", +op);
+  if (op > static_cast<uint8_t>(ReduceOp::kAdasum)) malformed("unknown reduce op ", +op);
   d.op = static_cast<ReduceOp>(op);
   uint8_t device = u8();
   if (device > static_cast<uint8_t>(Device::Kind::kCuda))

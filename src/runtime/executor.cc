@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "collectives/adasum.h"
 #include "common/reduce_kernels.h"
 
 namespace ronde::runtime {
@@ -220,7 +221,12 @@ void Executor::allreduceSingle(Part& part) {
     }
   }
   auto start = Clock::now();
-  comm_.allreduce(buffer, buffer, count, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
+  if (d.op == ReduceOp::kAdasum) {
+    adasumAllreduce(comm_, buffer, {count}, d.dtype);
+    copyScaled(buffer, buffer, count, d.dtype, finalScale(r));
+  } else {
+    comm_.allreduce(buffer, buffer, count, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
+  }
   span(part, "ALLREDUCE", start);
 }
 
@@ -260,7 +266,14 @@ void Executor::allreduceFused(std::vector<Part>& parts) {
   for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
 
   auto start = Clock::now();
-  comm_.allreduce(buffer, buffer, total, d0.dtype, collectiveOp(d0), Scaling{});
+  if (d0.op == ReduceOp::kAdasum) {
+    // Per tensor: each part's dot products and norms are its own, not the buffer's.
+    std::vector<size_t> counts;
+    for (Part& p : parts) counts.push_back(static_cast<size_t>(p.response->descriptor().numel()));
+    adasumAllreduce(comm_, buffer, counts, d0.dtype);
+  } else {
+    comm_.allreduce(buffer, buffer, total, d0.dtype, collectiveOp(d0), Scaling{});
+  }
   for (Part& p : parts) span(p, "ALLREDUCE", start);
 
   auto out_start = Clock::now();

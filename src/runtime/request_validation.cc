@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "collectives/adasum.h"
 #include "common/reduce_kernels.h"
 #include "runtime/process_sets.h"
 
@@ -43,10 +44,17 @@ Descriptor describeRequest(const Request& request, const std::vector<int>& membe
   switch (request.kind) {
     case RequestKind::kAllreduce:
     case RequestKind::kReducescatter:
-      try {
-        checkReducible(d.dtype, request.op);
-      } catch (const Error& e) {
-        reject(request, e.what());
+      if (request.op == ReduceOp::kAdasum) {
+        std::string why = request.kind == RequestKind::kAllreduce
+                              ? adasumUnsupported(static_cast<int>(k), d.dtype)
+                              : std::string("Adasum is an allreduce op only");
+        if (!why.empty()) reject(request, why);
+      } else {
+        try {
+          checkReducible(d.dtype, request.op);
+        } catch (const Error& e) {
+          reject(request, e.what());
+        }
       }
       if (!std::isfinite(request.scaling.prescale) || !std::isfinite(request.scaling.postscale)) {
         reject(request, "scale factors must be finite");

@@ -61,8 +61,6 @@ def test_allreduce_average_flag_and_op_conflict():
     assert torch.allclose(hvd.allreduce(t, average=False), hvd.allreduce(t, op=hvd.Sum))
     with pytest.raises(ValueError):
         hvd.allreduce(t, average=True, op=hvd.Sum)
-    with pytest.raises(NotImplementedError):
-        hvd.allreduce(t, op=hvd.Adasum)
 
 
 def test_allreduce_scaling():

@@ -25,7 +25,8 @@ Max = 4
 Product = 5
 
 _CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core.ReduceOp.MIN,
-             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT}
+             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT,
+             Adasum: _core.ReduceOp.ADASUM}
 # The same as ints, for the in-place allreduce's one-call path (an enum costs a conversion).
 _CORE_OP_CODES = {op: int(core) for op, core in _CORE_OPS.items()}
 
@@ -139,8 +140,6 @@ def _check_op(op, average):
         op = Average if average else Sum
     if op is None:
         op = Average
-    if op == Adasum:
-        raise NotImplementedError("ronde does not implement Adasum yet; use op=hvd.Average")
     if op not in _CORE_OPS:
         raise ValueError("unknown reduction op %r" % (op,))
     return op
@@ -238,8 +237,8 @@ class _Allreduce(torch.autograd.Function):
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` over all ranks and returns the result; differentiable."""
-    from ronde.torch.compression import Compression
-    compression = compression or Compression.none
+    from ronde.torch.compression import casting
+    compression = casting(compression)
     op = _check_op(op, average)
     compressed, context = compression.compress(tensor)
     reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor,
@@ -305,8 +304,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=None, op=Non
                       prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
     """Reduces a list of tensors as one negotiated, fused group; differentiable."""
-    from ronde.torch.compression import Compression
-    compression = compression or Compression.none
+    from ronde.torch.compression import casting
+    compression = casting(compression)
     op = _check_op(op, average)
     compressed = [compression.compress(t) for t in tensors]
     reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
@@ -570,8 +569,8 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces `tensor` over the ranks and returns this rank's share of the first dimension
     (the first ``rows % size`` ranks get one extra row); differentiable for Sum and Average."""
-    from ronde.torch.compression import Compression
-    compression = compression or Compression.none
+    from ronde.torch.compression import casting
+    compression = casting(compression)
     op = _check_op(op, None)
     compressed, context = compression.compress(tensor)
     output = _Reducescatter.apply(compressed, name, op, process_set, prescale_factor,
@@ -610,8 +609,8 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
     """Reducescatters a list of tensors as one negotiated group; differentiable."""
-    from ronde.torch.compression import Compression
-    compression = compression or Compression.none
+    from ronde.torch.compression import casting
+    compression = casting(compression)
     op = _check_op(op, None)
     compressed = [compression.compress(t) for t in tensors]
     outputs = _GroupedReducescatter.apply(name, op, process_set, prescale_factor,

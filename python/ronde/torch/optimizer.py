@@ -12,11 +12,29 @@ from contextlib import contextmanager
 import torch
 
 from ronde import _core
-from ronde.torch.compression import Compression
-from ronde.torch.mpi_ops import (Adasum, Average, allreduce_async_, grouped_allreduce_async_,
+from ronde.torch.compression import Compression, is_reducing
+from ronde.torch.mpi_ops import (Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_,
                                  synchronize as _synchronize_handle)
 from ronde.torch.process_sets import global_process_set
 from ronde.torch.sparse_ops import sparse_allreduce_async
+
+
+# The context of a gradient that a reducing compressor (top-k, PowerSGD) has already restored.
+_RESTORED = object()
+
+
+class _Calls:
+    """A group's handles (reducing compressors) behaving as one callable handle."""
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    def advance(self):
+        for h in self.handles:
+            h.advance()
+
+    def __call__(self):
+        return [h() for h in self.handles]
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -142,6 +160,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             handle = sparse_allreduce_async(gradient, name=self._parameter_names.get(p),
                                             op=self.op, process_set=self.process_set)
             return handle, (gradient, None)
+        if is_reducing(self._compression):
+            handle = self._compression.reduce_async(gradient, self._parameter_names.get(p),
+                                                    self.op == Average, self.process_set)
+            return handle, (gradient, _RESTORED)
         compressed, ctx = self._compression.compress(gradient)
         prescale, postscale = self._scaling()
         handle = allreduce_async_(compressed, name=self._parameter_names.get(p), op=self.op,
@@ -150,6 +172,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return handle, (compressed, ctx)
 
     def _grouped_allreduce_grad_async(self, params):
+        if is_reducing(self._compression):
+            handles = [self._allreduce_grad_async(p) for p in params]
+            return _Calls([h for h, _ in handles]), [ctx for _, ctx in handles]
         compressed = [self._compression.compress(self._gradient(p)) for p in params]
         prescale, postscale = self._scaling()
         name = "group." + self._parameter_names.get(params[0])
@@ -210,6 +235,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if handle is None:
                 self._handles[key] = self._allreduce_grad_async(key)
 
+        # Multi-round compressors: finish every tensor's first round before waiting on any
+        # second one, so that all tensors' rounds travel in the same cycles.
+        for handle, _ in self._handles.values():
+            if hasattr(handle, "advance"):
+                handle.advance()
         for key, (handle, ctx) in self._handles.items():
             outputs = _synchronize_handle(handle)
             if isinstance(key, tuple):
@@ -226,7 +256,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if output.is_sparse:
             p.grad = output
             return
-        reduced = self._compression.decompress(output, context)
+        if context is _RESTORED:
+            reduced = output
+        else:
+            reduced = self._compression.decompress(output, context)
         if reduced.data_ptr() != p.grad.data_ptr():
             p.grad.copy_(reduced)
 
@@ -267,7 +300,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """Wraps `optimizer` so that step() applies gradients averaged over all ranks.
 
     named_parameters: model.named_parameters(), naming each gradient's allreduce (unique).
-    compression: Compression.none or Compression.fp16 for the gradients on the wire.
+    compression: the gradients on the wire: Compression.none, fp16 or bf16 (cast), or a fresh
+    Compression.topk(ratio) / Compression.powersgd(rank) (stateful, with error feedback).
     backward_passes_per_step: local accumulation passes before each allreduce.
     op: Average (default) or Sum. gradient_predivide_factor: with Average, divide by this
     before the sum and by size/factor after. groups: an int (that many groups) or lists of
@@ -275,8 +309,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if op == Adasum:
-        raise NotImplementedError("ronde does not implement Adasum yet; use op=hvd.Average")
+    if is_reducing(compression) and op not in (Average, Sum):
+        raise ValueError("compression=%s supports op=Average and op=Sum only"
+                         % type(compression).__name__)
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed",
                       DeprecationWarning)
