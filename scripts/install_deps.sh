@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages ronde builds, tests and benchmarks with. Idempotent.
-# (Java 17 is for the Spark tests; the PyPI packages come in venvs, scripts/setup_*.sh.)
+# (Java 17 is for the Spark tests, libgomp1/libquadmath0 for MXNet's wheel; the PyPI packages come in venvs, scripts/setup_*.sh.)
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
@@ -10,7 +10,7 @@ packages=(
   python3-torch libtorch-dev libopenblas0-pthread
   openssh-server openssh-client iproute2 procps util-linux
   clang libclang-rt-14-dev ccache
-  openjdk-17-jre-headless
+  openjdk-17-jre-headless libgomp1 libquadmath0
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -78,6 +78,9 @@ stage "fresh venv: pip install . and a 2-rank job" bash scripts/test_fresh_insta
 if stage "TensorFlow/Keras venv (.venv-tf)" bash scripts/setup_tf_venv.sh; then
   suite "TensorFlow/Keras suites" bash scripts/test_tf.sh
 fi
+if stage "MXNet venv (.venv-mxnet)" bash scripts/setup_mxnet_venv.sh; then
+  suite "MXNet suite" bash scripts/test_mxnet.sh
+fi
 if stage "Spark/Ray venv (.venv-engines)" bash scripts/setup_engines_venv.sh; then
   suite "Spark/Ray suites" bash scripts/test_engines.sh
 fi
