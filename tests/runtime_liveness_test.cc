@@ -184,15 +184,28 @@ TEST(RuntimeLiveness, StoppedRankFailsEveryPeerWithPeerLostThreeRanksTwoHosts) {
         ::freopen("/dev/null", "w", stderr);
         publishPid(ctx);
         rt->enqueue(allreduceOf("warm", filledFloats(1000, 1.0f)))->wait();
-        // Rank 0 (which created hostA's shared memory) is stopped from outside while every rank
-        // is inside the same large allreduce.
-        auto step = rt->enqueue(allreduceOf("step", filledFloats(4 << 20, 1.0f)));
+        // Rank 0 (which created hostA's shared memory) is stopped from outside while the ranks
+        // run one large allreduce after another, so it stops inside one of them. (A single
+        // allreduce may finish before the signal lands, now that a cycle starts at once.)
+        auto big = filledFloats(4 << 20, 1.0f);
         if (ctx.rank == 0) {
-          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // stopped, then killed
+          for (int i = 0;; ++i) {  // stopped, then killed
+            rt->enqueue(allreduceOf("step" + std::to_string(i), big))->wait();
+          }
         }
         pid_t victim = pidOf(ctx, 0);
-        if (ctx.rank == 2) ::kill(victim, SIGSTOP);
-        requirePeerLost(*step, 0, "hostA");
+        std::shared_ptr<Handle> failed;
+        for (int i = 0; i < 1000 && !failed; ++i) {
+          auto step = rt->enqueue(allreduceOf("step" + std::to_string(i), big));
+          if (ctx.rank == 2 && i == 2) ::kill(victim, SIGSTOP);
+          try {
+            step->wait(std::chrono::seconds(8));
+          } catch (const Error&) {
+            failed = step;
+          }
+        }
+        REQUIRE(failed != nullptr, "every allreduce succeeded while rank 0 was stopped");
+        requirePeerLost(*failed, 0, "hostA");
         REQUIRE(!rt->isInitialized(), "the runtime stopped");
         if (ctx.rank == 2) {
           REQUIRE(isStopped(victim), "rank 0 is still stopped, not dead");

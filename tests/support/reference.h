@@ -89,6 +89,7 @@ inline double expectedReduction(DataType type, ReduceOp op, int size, size_t i, 
       case ReduceOp::kMin: acc = std::min(acc, v); break;
       case ReduceOp::kMax: acc = std::max(acc, v); break;
       case ReduceOp::kProduct: acc *= v; break;
+      case ReduceOp::kAdasum: break;  // not elementwise: adasum_test has its own reference
     }
   }
   if (type == DataType::kBool) {

@@ -71,6 +71,8 @@ MPI_Op TypeMap::op(DataType type, ReduceOp op) const {
       return MPI_MAX;
     case ReduceOp::kProduct:
       return MPI_PROD;
+    case ReduceOp::kAdasum:
+      break;  // not elementwise: checkReducible() refused it before any call gets here
   }
   return MPI_SUM;
 }
