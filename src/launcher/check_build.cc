@@ -35,7 +35,7 @@ std::string outputOf(const std::vector<std::string>& argv) {
   for (char** entry = environ; *entry != nullptr; ++entry) environment.emplace_back(*entry);
   std::unique_ptr<ChildProcess> child;
   try {
-    child = std::make_unique<ChildProcess>(ChildProcess::spawn({argv, environment, false}));
+    child = std::make_unique<ChildProcess>(ChildProcess::spawn({argv, environment, false, {}}));
   } catch (const std::exception&) {
     return "";
   }

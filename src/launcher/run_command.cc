@@ -295,7 +295,7 @@ int runJob(const RunOptions& options) {
       launch.request = {
           sshArgv(ssh, placement.host,
                   remoteWorkerCommand(directory, remote_variables, options.command, cpus)),
-          launcher_environment, true};
+          launcher_environment, true, {}};  // bound by taskset on the remote host
       launch.stdin_data = remoteStdinPreamble(job.secret);
     }
     if (options.verbose) {
