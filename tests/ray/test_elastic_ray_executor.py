@@ -1,6 +1,7 @@
 """ElasticRayExecutor on a head + 2-node ray.cluster_utils.Cluster: elastic digits training
 (hvd.elastic.run, TorchState) that loses a node, goes on alone from its last commit, and
-grows back to two workers when a node is added; identical parameters at the end."""
+grows back to two workers when a node is added (once losing rank 1, once rank 0); identical
+parameters at the end."""
 
 import gzip
 import os
@@ -107,9 +108,12 @@ def wait_for(what, condition, failed, timeout=60):
     pytest.fail("no %s within %ds" % (what, timeout))
 
 
-def test_training_shrinks_when_a_node_goes_and_grows_when_one_comes(ray_cluster, tmp_path):
+# Rank 0 lost too: the old rank 1 becomes rank 0 and the state comes from it.
+@pytest.mark.parametrize("victim_rank", [1, 0])
+def test_training_shrinks_when_a_node_goes_and_grows_when_one_comes(ray_cluster, tmp_path,
+                                                                   victim_rank):
     import torch
-    cluster, nodes = ray_cluster
+    cluster, _ = ray_cluster
     log_path, finish_path = str(tmp_path / "log"), str(tmp_path / "finish")
     executor = ElasticRayExecutor(
         ElasticRayExecutor.create_settings(timeout_s=60, elastic_timeout_s=60, reset_grace_s=3),
@@ -135,10 +139,10 @@ def test_training_shrinks_when_a_node_goes_and_grows_when_one_comes(ray_cluster,
             return [e for e in read_log(log_path)[after:] if e[0] == "commit" and e[4] == size]
 
         wait_for("commits of two workers", lambda: len(commits(2)) >= 4, failed)
-        # Remove the node of rank 1; rank 0's worker survives.
-        rank1 = [w for w in executor.workers() if w["rank"] == 1 and w["state"] == "running"][0]
-        survivor = [w for w in executor.workers() if w["rank"] == 0][0]
-        victim = [n for n in nodes if n.node_id == rank1["node_id"]][0]
+        # Remove the node of victim_rank; the other worker survives.
+        running = {w["rank"]: w for w in executor.workers() if w["state"] == "running"}
+        lost, survivor = running[victim_rank], running[1 - victim_rank]
+        victim = [n for n in cluster.list_all_nodes() if n.node_id == lost["node_id"]][0]
         cluster.remove_node(victim)
         mark = len(read_log(log_path))
         wait_for("commits of one worker", lambda: len(commits(1, mark)) >= 3, failed)
@@ -169,7 +173,7 @@ def test_training_shrinks_when_a_node_goes_and_grows_when_one_comes(ray_cluster,
     # The survivor kept its process through both re-formings; the new worker is a third one.
     survivor_pids = {e[1] for e in log if e[2] == survivor["id"]}
     assert results[0]["worker"] == survivor["id"] and survivor_pids == {results[0]["pid"]}
-    assert results[1]["worker"] not in (survivor["id"], rank1["id"])
+    assert results[1]["worker"] not in (survivor["id"], lost["id"])
     # Alone, the survivor resumed from its last commit of the two-worker world.
     synced_alone = [e for e in log if e[0] == "synced" and e[4] == 1]
     assert synced_alone and synced_alone[0][2] == survivor["id"]
