@@ -207,3 +207,33 @@ def test_assignments_are_written_in_the_format_the_workers_parse():
         "1 2 0 1 1 2 10.0.0.2/ray-ab"
     with pytest.raises(_core.RondeError, match="not an elastic assignment"):
         _core.format_elastic_assignment(2, 2, 0, 1, 0, 1, "host")   # rank >= size
+
+
+def test_fewer_slots_than_min_workers_end_the_run_after_elastic_timeout(ray_cluster):
+    executor = ElasticRayExecutor(
+        ElasticRayExecutor.create_settings(elastic_timeout_s=2, verbose=0), min_workers=3)
+    executor.start()
+    try:
+        with pytest.raises(RuntimeError, match="fewer than min_workers=3 slots"):
+            executor.run(lambda: None)
+    finally:
+        executor.shutdown()
+
+
+def test_a_worker_whose_function_raises_fails_the_run_naming_it(ray_cluster):
+    import ray
+    from test_ray_executor import wait_for_free_cpus
+
+    def broken():
+        raise ValueError("a bug in the training script")
+
+    executor = ElasticRayExecutor(ElasticRayExecutor.create_settings(verbose=0),
+                                  min_workers=2, max_workers=2)
+    executor.start()
+    try:
+        with pytest.raises(RuntimeError, match=r"worker r\d \(rank \d\) on node .* failed"
+                                               r"(.|\n)*a bug in the training script"):
+            executor.run(broken)
+    finally:
+        executor.shutdown()
+    wait_for_free_cpus(ray, 2)  # its actors are gone
