@@ -47,7 +47,7 @@ def test_keras_estimator_learns_the_digits(spark, tmp_path):
     epochs = 12
     estimator = KerasEstimator(
         num_proc=2, model=make_model(),
-        optimizer=keras.optimizers.Adam(learning_rate=0.001),  # x2 ranks on the ranks
+        optimizer=keras.optimizers.Adam(learning_rate=0.001),  # fit() scales it by 2 ranks
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
         feature_cols=["features"], label_cols=["label"], batch_size=32, epochs=epochs,
         validation=0.1, store=store, callbacks=[MarkEpochs(marks)], run_id="digits", verbose=2)

@@ -96,7 +96,6 @@ class KerasEstimator(Estimator, _KerasParams):
 
     def _fit(self, df):
         import keras
-        from pyspark import cloudpickle
         from ronde import spark as ronde_spark
         self._check()
         columns = self.getOrDefault("feature_cols") + self.getOrDefault("label_cols")
@@ -134,13 +133,6 @@ class KerasEstimator(Estimator, _KerasParams):
             "callbacks": list(self.getOrDefault("callbacks") or []),
             "verbose": self.getOrDefault("verbose"), "seed": self.getOrDefault("random_seed"),
         }
-        # Fail here, not on the ranks, when something does not travel.
-        try:
-            payload = cloudpickle.dumps(spec)
-        except Exception as error:
-            raise ValueError("%s: the loss, metrics, callbacks or custom_objects do not pickle: "
-                             "%s" % (_WHO, error)) from error
-        del payload
         results = ronde_spark.run(_train.train, args=(spec,), num_proc=num_proc,
                                   env={"KERAS_BACKEND": backend},
                                   verbose=1 if self.getOrDefault("verbose") else 0)
@@ -193,7 +185,11 @@ class KerasModel(Model):
         _data.check_columns(df, self.feature_cols, "KerasModel.transform")
         model_bytes = _train.model_to_bytes(self.keras_model)
         feature_cols, output_cols = self.feature_cols, self.output_cols
-        backend, custom_objects = self.backend, self.custom_objects
+        custom_objects = self.custom_objects
+        if self.backend is None:  # a KerasModel made by hand: the driver's backend
+            import keras
+            self.backend = keras.backend.backend()
+        backend = self.backend
         schema = StructType(df.schema.fields + [StructField(c, ArrayType(DoubleType()))
                                                 for c in output_cols])
 
