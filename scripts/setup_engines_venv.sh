@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Makes .venv-engines: python3.11 with pyspark, ray, torch 2.13.0, pyarrow and pandas
-# (requirements/engines.txt), and installs the ronde wheel into it, built here the way
-# scripts/setup_python.sh builds it (reusing dist/ronde-*.whl when it is newer than every
-# source file). Spark needs Java 17 on PATH (Debian 12: apt-get install openjdk-17-jre-headless).
-# Idempotent and incremental.
+# Makes .venv-engines: python3.11 with pyspark, ray, torch 2.13.0, keras (torch backend),
+# pyarrow and pandas (requirements/engines.txt), and installs the ronde wheel into it, built
+# here the way scripts/setup_python.sh builds it (reusing dist/ronde-*.whl when it is newer
+# than every source file). Spark needs Java 17 on PATH (Debian 12: apt-get install
+# openjdk-17-jre-headless). Idempotent and incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ccache_env.sh

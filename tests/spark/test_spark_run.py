@@ -108,9 +108,15 @@ def test_an_unpicklable_fn_is_refused_before_any_task_starts(spark):
         with lock:
             return 1
 
+    # A job an earlier test cancelled may still be winding down (cancellation is asynchronous).
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 60
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert tracker.getActiveJobsIds() == [], "an earlier test left a Spark job running"
     with pytest.raises(ValueError, match="must be picklable"):
         ronde.spark.run(uses_a_lock, num_proc=2)
-    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+    assert tracker.getActiveJobsIds() == []
 
 
 def test_bad_num_proc_is_a_clear_error(spark):

@@ -24,10 +24,17 @@ Max = 4
 Product = 5
 
 # ronde::ReduceOp
-_CORE_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+_CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core.ReduceOp.MIN,
+             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT}
 
 # ronde::RequestKind
-ALLREDUCE, ALLGATHER, BROADCAST, ALLTOALL, REDUCESCATTER, BARRIER, JOIN = range(7)
+ALLREDUCE = _core.RequestKind.ALLREDUCE
+ALLGATHER = _core.RequestKind.ALLGATHER
+BROADCAST = _core.RequestKind.BROADCAST
+ALLTOALL = _core.RequestKind.ALLTOALL
+REDUCESCATTER = _core.RequestKind.REDUCESCATTER
+BARRIER = _core.RequestKind.BARRIER
+JOIN = _core.RequestKind.JOIN
 
 # ronde::DataType by numpy dtype name (bfloat16 is ml_dtypes' type, as TensorFlow hands it).
 _DTYPES = {
@@ -110,10 +117,11 @@ def _allocator(dtype):
 
 def _spec(kind, name, source, output=None, allocate=None, op=Sum, prescale=1.0, postscale=1.0,
           root=0, splits=(), process_set=global_process_set):
-    return (kind, name, _ref(source) if source is not None else None,
-            _ref(output) if output is not None else None, allocate, _CORE_OPS[op],
-            float(prescale), float(postscale), int(root), [int(s) for s in splits],
-            process_set.process_set_id)
+    """The typed request (ronde._core.Request) the runtime takes."""
+    return _core.Request(kind, name, _ref(source) if source is not None else None,
+                         _ref(output) if output is not None else None, _CORE_OPS[op],
+                         float(prescale), float(postscale), process_set.process_set_id,
+                         int(root), [int(s) for s in splits], allocate)
 
 
 class Pending:

@@ -34,6 +34,14 @@ class Store:
     def model_path(self, run_id):
         return self.run_path(run_id) + "/model.pt"
 
+    def keras_model_path(self, run_id):
+        """KerasEstimator's model: a .keras file keras.models.load_model reads."""
+        return self.run_path(run_id) + "/model.keras"
+
+    def keras_metadata_path(self, run_id):
+        """KerasEstimator's columns, backend and history (JSON) beside the model."""
+        return self.run_path(run_id) + "/keras_model.json"
+
     def spark_path(self, path):
         """The URL under which Spark's DataFrameWriter writes `path`."""
         raise NotImplementedError

@@ -5,6 +5,8 @@ import io
 import math
 import os
 
+from ronde.spark import _data
+
 
 def _threads_per_rank():
     local_size = int(os.environ.get("RONDE_LOCAL_SIZE", "1"))
@@ -12,50 +14,15 @@ def _threads_per_rank():
 
 
 def read_shard(store, data_path, rank, size, columns):
-    """This rank's files of the data set (files rank, rank + size, ...) as one Arrow table.
-
-    fit() writes at least `size` files, so every rank has a shard; a rank given no file (a
-    data set written by someone else) gets an empty table of the right columns.
-    """
-    import pyarrow.parquet as pq
-    files = store.list_parquet_files(data_path)
-    mine = files[rank::size]
-    if not mine:
-        if not files:
-            raise ValueError("TorchEstimator: no Parquet files under %s" % data_path)
-        return pq.read_table(files[0], columns=columns, filesystem=store.filesystem()).slice(0, 0)
-    import pyarrow as pa
-    tables = [pq.read_table(f, columns=columns, filesystem=store.filesystem()) for f in mine]
-    return pa.concat_tables(tables)
+    return _data.read_shard(store, data_path, rank, size, columns, "TorchEstimator")
 
 
 def to_tensors(table, feature_cols, label_cols):
-    """Features concatenated column by column into float32 (rows, width); labels as int64
-    when their column is integral (class indices), else float32."""
-    import numpy as np
-    import pyarrow as pa
+    """The shard as torch tensors: float32 features (rows, width), one tensor per label."""
     import torch
-    parts = []
-    for name in feature_cols:
-        column = table.column(name).combine_chunks()
-        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or \
-                pa.types.is_fixed_size_list(column.type):
-            width = len(column[0]) if len(column) else 0
-            values = np.asarray(column.flatten().to_numpy(zero_copy_only=False), dtype=np.float32)
-            parts.append(values.reshape(len(column), width))
-        else:
-            values = column.to_numpy(zero_copy_only=False).astype(np.float32)
-            parts.append(values.reshape(len(column), 1))
-    features = torch.from_numpy(np.concatenate(parts, axis=1)) if parts else None
-    labels = []
-    for name in label_cols:
-        column = table.column(name).combine_chunks()
-        values = column.to_numpy(zero_copy_only=False)
-        if pa.types.is_integer(column.type):
-            labels.append(torch.from_numpy(values.astype(np.int64)))
-        else:
-            labels.append(torch.from_numpy(values.astype(np.float32)))
-    return features, labels
+    features, labels = _data.to_numpy(table, feature_cols, label_cols)
+    return (None if features is None else torch.from_numpy(features),
+            [torch.from_numpy(y) for y in labels])
 
 
 def _loss_of(loss_fns, outputs, labels):

@@ -3,12 +3,11 @@ horovod.spark.torch). fit(df) writes the DataFrame as Parquet into the Store, tr
 num_proc ranks through ronde.spark.run (each rank reads its own files), saves the model in
 the store and returns a TorchModel whose transform(df) adds the model's outputs."""
 
-import numbers
-
 from pyspark import keyword_only
 from pyspark.ml import Estimator, Model
 from pyspark.ml.param.shared import Param, Params, TypeConverters
 
+from ronde.spark import _data
 from ronde.spark.store import Store
 
 
@@ -81,37 +80,14 @@ class TorchEstimator(Estimator, _TorchParams):
         if not isinstance(self.getOrDefault("store"), Store):
             raise ValueError("TorchEstimator: store must be a ronde.spark.store.Store "
                              "(Store.create(path))")
-        validation = self.getOrDefault("validation")
-        if isinstance(validation, numbers.Number) and not 0 <= validation < 1:
-            raise ValueError("TorchEstimator: validation as a fraction must be in [0, 1)")
+        _data.check_validation(self.getOrDefault("validation"), "TorchEstimator")
 
     def _split(self, df):
-        validation = self.getOrDefault("validation")
-        if validation is None or validation == 0:
-            return df, None
-        if isinstance(validation, str):
-            from pyspark.sql import functions as F
-            flag = F.col(validation).cast("boolean")
-            return df.filter(~flag), df.filter(flag)
-        train, val = df.randomSplit([1 - validation, validation],
-                                    seed=self.getOrDefault("random_seed"))
-        return train, val
+        return _data.split(df, self.getOrDefault("validation"), self.getOrDefault("random_seed"))
 
     def _materialize(self, df, path, num_proc, store):
-        """Writes `df` (feature and label columns; vectors as arrays) as >= num_proc files."""
-        from pyspark.ml.functions import vector_to_array
-        from pyspark.ml.linalg import VectorUDT
-        from pyspark.sql import functions as F
         columns = self.getOrDefault("feature_cols") + self.getOrDefault("label_cols")
-        missing = [c for c in columns if c not in df.columns]
-        if missing:
-            raise ValueError("TorchEstimator: the DataFrame has no column %s (it has %s)"
-                             % (", ".join(missing), ", ".join(df.columns)))
-        selected = [vector_to_array(F.col(c)).alias(c) if isinstance(df.schema[c].dataType,
-                                                                      VectorUDT)
-                    else F.col(c) for c in columns]
-        df.select(*selected).repartition(num_proc).write.mode("overwrite").parquet(
-            store.spark_path(path))
+        _data.materialize(df, columns, path, num_proc, store, "TorchEstimator")
 
     def _fit(self, df):
         from pyspark import cloudpickle
@@ -207,7 +183,7 @@ class TorchModel(Model):
             model.eval()
             torch.set_num_threads(1)
             for batch in batches:
-                features = torch.from_numpy(_features_from_pandas(batch, feature_cols))
+                features = torch.from_numpy(_data.features_from_pandas(batch, feature_cols))
                 with torch.no_grad():
                     outputs = model(features)
                 if not isinstance(outputs, (tuple, list)):
@@ -218,15 +194,3 @@ class TorchModel(Model):
                 yield batch
 
         return df.mapInPandas(predict, schema)
-
-
-def _features_from_pandas(batch, feature_cols):
-    """float32 (rows, width): numbers, arrays and Spark ML vectors, concatenated in order."""
-    import numpy as np
-    parts = []
-    for name in feature_cols:
-        values = batch[name].tolist()
-        if values and hasattr(values[0], "toArray"):
-            values = [v.toArray() for v in values]
-        parts.append(np.asarray(values, dtype=np.float32).reshape(len(batch), -1))
-    return np.concatenate(parts, axis=1)
