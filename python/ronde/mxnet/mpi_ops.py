@@ -20,9 +20,14 @@ Adasum = 2
 Min = 3
 Max = 4
 Product = 5
-_CORE_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4, Adasum: 5}
+_CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core.ReduceOp.MIN,
+             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT,
+             Adasum: _core.ReduceOp.ADASUM}
 
-_ALLREDUCE, _ALLGATHER, _BROADCAST, _ALLTOALL = range(4)
+_ALLREDUCE = _core.RequestKind.ALLREDUCE
+_ALLGATHER = _core.RequestKind.ALLGATHER
+_BROADCAST = _core.RequestKind.BROADCAST
+_ALLTOALL = _core.RequestKind.ALLTOALL
 
 _DTYPES = {
     np.dtype(np.uint8): 0,
@@ -83,8 +88,10 @@ def _allocator(dtype):
 
 def _spec(kind, name, source, output=None, allocate=None, op=Sum, prescale=1.0, postscale=1.0,
           root=0, splits=()):
-    return (kind, name, _ref(source), _ref(output) if output is not None else None, allocate,
-            _CORE_OPS[op], float(prescale), float(postscale), int(root), list(splits), 0)
+    """The typed request (ronde._core.Request) the runtime takes, on the global process set."""
+    return _core.Request(kind, name, _ref(source), _ref(output) if output is not None else None,
+                         _CORE_OPS[op], float(prescale), float(postscale), 0, int(root),
+                         [int(s) for s in splits], allocate)
 
 
 def _check_op(op, average):
@@ -217,4 +224,5 @@ def alltoall(tensor, splits=None, name=None, priority=0, process_set=None):
 
 def barrier(process_set=None):
     _check_process_set(process_set)
-    _core.enqueue((5, _name("barrier", None), None, None, None, 0, 1.0, 1.0, 0, [], 0)).wait()
+    _core.enqueue(_core.Request(_core.RequestKind.BARRIER, _name("barrier", None), None, None,
+                                _core.ReduceOp.SUM, 1.0, 1.0, 0, 0, [], None)).wait()
