@@ -92,8 +92,13 @@ def test_distributed_optimizer_with_adasum_applies_the_adasum_of_gradients():
                                    named_parameters=model.named_parameters(), op=hvd.Adasum)
     before = [p.detach().clone() for p in model.parameters()]
     x = contribution(hvd.rank(), (4, 6), 20)
+    # This rank's own gradients, from a copy without the optimizer's hooks: the hooks reduce
+    # p.grad in place, and may already have done so by the time backward() returns.
+    reference = torch.nn.Linear(6, 3).double()
+    reference.load_state_dict(model.state_dict())
+    reference(x).pow(2).sum().backward()
+    grads = [p.grad.detach().clone() for p in reference.parameters()]
     model(x).pow(2).sum().backward()
-    grads = [p.grad.detach().clone() for p in model.parameters()]
     opt.step()
     for p, b, g in zip(model.parameters(), before, grads):
         everyone = hvd.allgather(g.unsqueeze(0)).numpy()
