@@ -33,8 +33,9 @@ cpp_tests=$(cd tests && ls ./*_test.cc | sed 's|^\./||; s|\.cc$||')
 ninja -C build-asan -j "$jobs" $cpp_tests launcher_host_list_test
 # Left out: the pytest suites (python_, launcher_, elastic_driver/_training: an uninstrumented
 # interpreter, and a launcher this tree does not build; they run in the plain build). Also
-# left out here: the descriptor-exhaustion test lowers RLIMIT_NOFILE to 128 in a forked server, and under ASan, with other tests beside it, that
-# server once failed to serve again within 20 s (seen in a clean-clone run, not reproduced).
+# left out here: the descriptor-exhaustion test lowers RLIMIT_NOFILE to 128 in a forked
+# server, and under ASan, with other tests beside it, that server once failed to serve again
+# within 20 s (seen in a clean-clone run, not reproduced).
 ctest --test-dir build-asan -j "$jobs" --timeout 300 --output-on-failure \
   -E '^(python_|launcher_run|launcher_under|elastic_driver|elastic_training|cc_)|_NOT_BUILT$|OutOfDescriptorsItRestsLogsOnceAndRecovers'
 asan_done=$(date +%s)
