@@ -100,8 +100,7 @@ const Field kFields[] = {
      "process; 0: no heartbeats)."},
     {"AUTOTUNE", &Settings::autotune, nullptr,
      "Tune the runtime's knobs while training (Bayesian optimisation; rank 0 decides, every "
-     "rank applies): fusion threshold, cycle time, response cache, small-allreduce band, and "
-     "across hosts hierarchical allreduce and TCP chunk."},
+     "rank applies): fusion threshold, cycle time and response cache."},
     {"AUTOTUNE_LOG", &Settings::autotune_log, nullptr,
      "CSV file recording each autotuning sample and the final choice (empty: none)."},
     {"AUTOTUNE_WARMUP_SAMPLES", &Settings::autotune_warmup_samples, kCount,
