@@ -203,3 +203,14 @@ def test_job_facts():
     assert 0 <= hvd.local_rank() < hvd.local_size()
     assert hvd.cross_rank() == 0 and hvd.cross_size() == 1
     assert hvd.is_initialized() and hvd.ronde_built() and not hvd.mpi_enabled()
+
+
+def test_adasum_through_the_numpy_bridge():
+    # The core's Adasum (tests/adasum_test.cc checks the recursion): for identical vectors
+    # a' = (1 - 1/2) a + (1 - 1/2) a = a at every level; a world not a power of two refuses.
+    t = tf.constant(np.arange(1.0, 8.0), dtype=tf.float64)
+    if hvd.size() & (hvd.size() - 1) == 0:
+        np.testing.assert_allclose(hvd.allreduce(t, op=hvd.Adasum).numpy(), t.numpy())
+    else:
+        with pytest.raises(Exception, match="power-of-two"):
+            hvd.allreduce(t, op=hvd.Adasum)

@@ -25,7 +25,8 @@ Product = 5
 
 # ronde::ReduceOp
 _CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core.ReduceOp.MIN,
-             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT}
+             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT,
+             Adasum: _core.ReduceOp.ADASUM}
 
 # ronde::RequestKind
 ALLREDUCE = _core.RequestKind.ALLREDUCE
@@ -86,8 +87,6 @@ def check_op(op, average=None):
         op = Average if average else Sum
     if op is None:
         op = Average
-    if op == Adasum:
-        raise NotImplementedError("ronde does not implement Adasum yet; use op=hvd.Average")
     if op not in _CORE_OPS:
         raise ValueError("unknown reduction op %r" % (op,))
     return op
