@@ -1,7 +1,5 @@
-"""Process sets for the frontends that do not import torch (Horovod's ProcessSet API).
-
-ronde.torch keeps its own registry (ronde.torch.process_sets); the two behave alike.
-"""
+"""Process sets (Horovod's ProcessSet API), one registry shared by every frontend
+(ronde.torch.process_sets re-exports it)."""
 
 from ronde import _core
 
