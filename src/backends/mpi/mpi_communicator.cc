@@ -10,6 +10,7 @@
 
 #include "backends/mpi/mpi_backend.h"
 #include "backends/mpi/mpi_process.h"
+#include "comm/failure_record.h"
 #include "common/logging.h"
 #include "common/reduce_kernels.h"
 
@@ -113,36 +114,18 @@ void MpiCommunicator::abort(ErrorCode code, const std::string& reason) {
       abort_code_ = code;
     }
   }
-  if (options_.store && options_.size > 1) {
-    try {
-      if (options_.store->add("abort/count", 1) == 1) {
-        options_.store->setString("abort/reason", std::string(errorCodeName(code)) + "\n" + reason);
-      }
-    } catch (const Error&) {
-      // The store may be gone with the rank that served it.
-    }
-  }
+  if (options_.store && options_.size > 1) publishFirstFailure(*options_.store, code, reason);
   aborted_.store(true);
 }
 
 bool MpiCommunicator::peerPublishedFailure(std::string* reason, ErrorCode* code) {
   if (!options_.store || options_.size == 1) return false;
-  try {
-    Bytes value;
-    if (!options_.store->tryGet("abort/reason", &value)) return false;
-    std::string text(value.begin(), value.end());
-    auto newline = text.find('\n');
-    std::string code_name = text.substr(0, newline);
-    *code = ErrorCode::kAborted;
-    for (ErrorCode c : {ErrorCode::kMismatch, ErrorCode::kPeerLost, ErrorCode::kTimeout,
-                        ErrorCode::kInvalidArgument, ErrorCode::kAborted}) {
-      if (code_name == errorCodeName(c)) *code = c;
-    }
-    *reason = text.substr(newline == std::string::npos ? 0 : newline + 1);
-    return true;
-  } catch (const Error&) {
-    return false;  // the store went with its rank; the MPI wait's deadline still holds
-  }
+  // No grace: this is polled while MPI waits, and the wait's deadline still holds.
+  auto first = publishedFirstFailure(*options_.store, Duration{0});
+  if (!first) return false;
+  *code = first->code();
+  *reason = first->what();
+  return true;
 }
 
 void MpiCommunicator::fail(const Error& error) {

@@ -8,6 +8,7 @@
 #include "collectives/link_collectives.h"
 #include "collectives/ring_pipeline.h"
 #include "collectives/ring_verify.h"
+#include "comm/failure_record.h"
 #include "common/logging.h"
 #include "common/reduce_kernels.h"
 #include "transport/tcp/socket_util.h"
@@ -20,6 +21,9 @@ std::string localHostname() {
   if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
   return name;
 }
+
+// How long a rank that saw a link close waits for the failing rank to finish publishing why.
+constexpr Duration kFirstFailureGrace{1000};
 
 bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
@@ -116,15 +120,7 @@ void NativeCommunicator::abort(ErrorCode code, const std::string& reason) {
       abort_code_ = code;
     }
   }
-  if (options_.store && options_.size > 1) {
-    try {
-      if (options_.store->add("abort/count", 1) == 1) {
-        options_.store->setString("abort/reason", std::string(errorCodeName(code)) + "\n" + reason);
-      }
-    } catch (const Error&) {
-      // The store may be gone with the rank that served it; peers still see closed links.
-    }
-  }
+  if (options_.store && options_.size > 1) publishFirstFailure(*options_.store, code, reason);
   // Only once the reason is in the store: the flag wakes this rank's background thread, whose
   // fail() closes the links, and a peer that sees them close must find the reason there.
   aborted_.store(true);
@@ -137,40 +133,14 @@ void NativeCommunicator::fail(const Error& error) {
   std::string message = error.what();
   // A lost or aborted peer is often the echo of another rank's failure: report the first
   // failure of the job, which that rank published before closing its connections.
-  if ((code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) && options_.store) {
-    try {
-      Bytes value;
-      if (options_.store->tryGet("abort/reason", &value)) {
-        std::string text(value.begin(), value.end());
-        auto newline = text.find('\n');
-        std::string code_name = text.substr(0, newline);
-        for (ErrorCode c : {ErrorCode::kMismatch, ErrorCode::kPeerLost, ErrorCode::kTimeout,
-                            ErrorCode::kInvalidArgument, ErrorCode::kAborted}) {
-          if (code_name == errorCodeName(c)) code = c;
-        }
-        message = text.substr(newline == std::string::npos ? 0 : newline + 1);
-      }
-    } catch (const Error&) {
+  if ((code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) && options_.store &&
+      options_.size > 1) {
+    if (auto first = publishedFirstFailure(*options_.store, kFirstFailureGrace)) {
+      code = first->code();
+      message = first->what();
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(abort_mutex_);
-    if (!aborted_.load() && abort_reason_.empty()) {
-      abort_reason_ = message;
-      abort_code_ = code;
-    }
-  }
-  aborted_.store(true);
-  if (options_.store && options_.size > 1) {
-    try {
-      if (options_.store->add("abort/count", 1) == 1) {
-        options_.store->setString("abort/reason", std::string(errorCodeName(code)) + "\n" + message);
-      }
-    } catch (const Error&) {
-    }
-  }
-  if (arena_) arena_->abort(message);
-  if (mesh_) mesh_->closeAll();
+  abort(code, message);
   throw Error(code, message);
 }
 

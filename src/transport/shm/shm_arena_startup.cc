@@ -264,6 +264,9 @@ void ShmArena::waitAllMapped(Store& store, const std::string& key, Deadline dead
         auto& known = pids[static_cast<size_t>(i)];
         if (known == 0) known = publishedPid(store, key, i);
         if (known != 0 && !shmPeerAlive(known)) {
+          // It may have mapped, finished its work and exited since its pid was read above:
+          // that is a rank done starting, not one that died starting.
+          if (state(i).pid.load() != 0) continue;
           throwIfRecorded();  // it failed and exited: its record is the first failure
           throw makeError(ErrorCode::kPeerLost, memberName(i), " died (process ", known,
                           " is gone) before it mapped the shared memory of this host");
