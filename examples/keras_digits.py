@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Trains a 64-128-64-10 MLP on the digits with Keras 3 model.fit and ronde.keras, on any
-backend Keras runs on (KERAS_BACKEND=tensorflow or torch): Horovod's Keras recipe
+backend Keras runs on (KERAS_BACKEND=tensorflow, torch or jax): Horovod's Keras recipe
 (DistributedOptimizer, BroadcastGlobalVariablesCallback, MetricAverageCallback,
 LearningRateWarmupCallback, checkpoints on rank 0 only, data sharded by rank).
 

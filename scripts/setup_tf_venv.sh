@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Makes .venv-tf: python3 from PATH with TensorFlow 2.21 (CPU), Keras 3, and torch 2.13.0 for
-# Keras 3's torch backend, pinned in requirements/tf.txt, and installs the ronde wheel into
+# Makes .venv-tf: python3 from PATH with TensorFlow 2.21 (CPU), Keras 3, torch 2.13.0 and jax for
+# Keras 3's torch and jax backends, pinned in requirements/tf.txt, and installs the ronde wheel into
 # it. The wheel is dist/ronde-*.whl from scripts/setup_python.sh when it exists (one build
 # serves every framework: ronde._core includes no framework header); otherwise this script
 # runs setup_python.sh first. Idempotent.
@@ -28,7 +28,8 @@ fi
 "$venv/bin/python" -m pip install "${pip_quiet[@]}" -r requirements/tf.txt
 "$venv/bin/python" -m pip install "${pip_quiet[@]}" --force-reinstall --no-deps "$wheel"
 "$venv/bin/python" - <<'PY'
-import keras, tensorflow as tf, torch
+import jax, keras, tensorflow as tf, torch
 import ronde.tensorflow
-print("setup_tf_venv: tensorflow %s, keras %s, torch %s" % (tf.__version__, keras.__version__, torch.__version__))
+print("setup_tf_venv: tensorflow %s, keras %s, torch %s, jax %s"
+      % (tf.__version__, keras.__version__, torch.__version__, jax.__version__))
 PY

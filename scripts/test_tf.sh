@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The TensorFlow and Keras 3 suites in .venv-tf (made by scripts/setup_tf_venv.sh):
 #   tests/tensorflow under `ronde run -np 2` and `-np 3`,
-#   tests/keras on the tensorflow backend (-np 2 and -np 3) and the torch backend (-np 2),
-#   examples/tensorflow2_digits.py and examples/keras_digits.py (both backends) on 2 ranks.
+#   tests/keras on the tensorflow backend (-np 2 and -np 3), the torch and jax backends (-np 2),
+#   examples/tensorflow2_digits.py and examples/keras_digits.py (all three backends) on 2 ranks.
 # Prints one line per job and a closing 'tests: N passed, M failed'; exits non-zero on any
 # failure. Every job has a time limit (a hang fails it, never the whole CI).
 set -uo pipefail
@@ -37,11 +37,14 @@ job tensorflow_np3 500 "${ronde[@]}" -np 3 "${pytest[@]}" tests/tensorflow
 job keras_tensorflow_np2 300 env KERAS_BACKEND=tensorflow "${ronde[@]}" -np 2 "${pytest[@]}" tests/keras
 job keras_tensorflow_np3 300 env KERAS_BACKEND=tensorflow "${ronde[@]}" -np 3 "${pytest[@]}" tests/keras
 job keras_torch_np2 300 env KERAS_BACKEND=torch "${ronde[@]}" -np 2 "${pytest[@]}" tests/keras
+job keras_jax_np2 300 env KERAS_BACKEND=jax "${ronde[@]}" -np 2 "${pytest[@]}" tests/keras
 job tensorflow2_digits_np2 300 "${ronde[@]}" -np 2 "$py" examples/tensorflow2_digits.py --epochs 15
 job keras_digits_tensorflow_np2 300 env KERAS_BACKEND=tensorflow "${ronde[@]}" -np 2 "$py" \
   examples/keras_digits.py --epochs 15 --checkpoint "$log_dir/kd_tf.keras"
 job keras_digits_torch_np2 300 env KERAS_BACKEND=torch "${ronde[@]}" -np 2 "$py" \
   examples/keras_digits.py --epochs 15 --checkpoint "$log_dir/kd_torch.keras"
+job keras_digits_jax_np2 300 env KERAS_BACKEND=jax "${ronde[@]}" -np 2 "$py" \
+  examples/keras_digits.py --epochs 15 --checkpoint "$log_dir/kd_jax.keras"
 rm -rf "$log_dir"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

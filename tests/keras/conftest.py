@@ -1,4 +1,4 @@
-"""Keras 3 tests; the backend is KERAS_BACKEND (tensorflow or torch), set by the caller."""
+"""Keras 3 tests; the backend is KERAS_BACKEND (tensorflow, torch or jax), set by the caller."""
 
 import os
 

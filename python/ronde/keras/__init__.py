@@ -1,7 +1,7 @@
 """Horovod's Keras API for Keras 3 on any backend: ``import ronde.keras as hvd``.
 
-DistributedOptimizer reduces gradients on the tensorflow and torch backends (through
-ronde.tensorflow or ronde.torch, the same runtime); the callbacks, broadcast_object and
+DistributedOptimizer reduces gradients on the tensorflow, torch and jax backends (through
+ronde.tensorflow, ronde.torch, or a jax io_callback into ronde's numpy ops: the same runtime); the callbacks, broadcast_object and
 load_model are backend-neutral (numpy through ronde's runtime).
 """
 

@@ -1,5 +1,6 @@
-"""Gradient allreduce for whichever backend Keras 3 runs on; the rest of ronde.keras is
-backend-neutral (keras.ops and numpy). Each backend's reduction lives here and nowhere else."""
+"""Gradient allreduce for whichever backend Keras 3 runs on (tensorflow, torch, jax); the rest
+of ronde.keras is backend-neutral (keras.ops and numpy). Each backend's reduction lives here
+and nowhere else."""
 
 import keras
 
@@ -41,6 +42,44 @@ def allreduce_gradients(grads, variables, compression, sparse_as_dense, op, pres
             started.append((handle, ctx))
         return [None if s is None else compression.decompress(mpi_ops.synchronize(s[0]), s[1])
                 for s in started]
+    if backend == "jax":
+        return _jax_allreduce(grads, names, compression, op, prescale, postscale, process_set)
     raise NotImplementedError(
-        "ronde.keras.DistributedOptimizer supports the tensorflow and torch backends of "
+        "ronde.keras.DistributedOptimizer supports the tensorflow, torch and jax backends of "
         "Keras 3, not %r" % backend)
+
+
+def _jax_allreduce(grads, names, compression, op, prescale, postscale, process_set):
+    """Under jax.jit (Keras 3's JAX trainer) gradients are tracers: one ordered io_callback
+    hands them all to the host, submits them as one fused group and returns the reduced
+    arrays. Ordered, so that JAX neither drops nor reorders a collective that every rank
+    must call in the same order; eagerly the same callback simply runs."""
+    import jax
+    import numpy as np
+    from jax.experimental import io_callback
+
+    if not process_set.included():
+        return list(grads)
+    keep = [i for i, g in enumerate(grads) if g is not None]
+    if not keep:
+        return list(grads)
+    compressed, contexts = [], []
+    for i in keep:
+        tensor, ctx = compression.compress(grads[i])
+        compressed.append(tensor)
+        contexts.append(ctx)
+    shapes = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype) for t in compressed)
+    nops.check_initialized("DistributedOptimizer")
+    group_names = [nops.request_name("allreduce", names[i], process_set) for i in keep]
+
+    def reduce_on_host(*arrays):
+        pending = nops.grouped_allreduce([np.asarray(a) for a in arrays], group_names, op=op,
+                                         prescale_factor=prescale, postscale_factor=postscale,
+                                         process_set=process_set)
+        return tuple(pending.wait())
+
+    reduced = io_callback(reduce_on_host, shapes, *compressed, ordered=True)
+    out = list(grads)
+    for i, tensor, ctx in zip(keep, reduced, contexts):
+        out[i] = compression.decompress(tensor, ctx)
+    return out

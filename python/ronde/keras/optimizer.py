@@ -1,4 +1,4 @@
-"""Horovod's Keras DistributedOptimizer for Keras 3, on the tensorflow and torch backends."""
+"""Horovod's Keras DistributedOptimizer for Keras 3, on the tensorflow, torch and jax backends."""
 
 import keras
 
@@ -16,6 +16,13 @@ class _Accumulation:
         self.sums = [keras.Variable(keras.ops.zeros(v.shape, v.dtype), trainable=False,
                                     name="ronde_accumulator_%d" % i)
                      for i, v in enumerate(variables)]
+
+
+class _Slot:
+    """Names an accumulated gradient by its position (all ranks hold the same list)."""
+
+    def __init__(self, index):
+        self.path = "accumulated.%d" % index
 
 
 class _DistributedMixin:
@@ -43,6 +50,22 @@ class _DistributedMixin:
         self._ronde_average_aggregated = average_aggregated_gradients
         self._ronde_process_set = process_set
         self._ronde_accumulators = None
+        # Keras 3's JAX trainer applies gradients statelessly inside jax.jit, where the
+        # accumulators below (variables the optimizer does not own) cannot change. There the
+        # optimizer's own gradient accumulation keeps the sums, and the reduction runs only
+        # on the N-th pass, inside its update (see _clip_gradients).
+        self._ronde_jax_accumulates = keras.backend.backend() == "jax" and self._ronde_passes > 1
+        if self._ronde_jax_accumulates:
+            own = self.gradient_accumulation_steps
+            if own not in (None, self._ronde_passes):
+                raise ValueError(
+                    "backward_passes_per_step=%d and the optimizer's gradient_accumulation_steps"
+                    "=%d disagree" % (self._ronde_passes, own))
+            if self.built and own is None:
+                raise ValueError(
+                    "on the jax backend, wrap the optimizer in DistributedOptimizer with "
+                    "backward_passes_per_step > 1 before it is built (before compile/fit)")
+            self.gradient_accumulation_steps = self._ronde_passes
 
     def _ronde_reduce(self, grads, variables):
         return allreduce_gradients(list(grads), variables, self._ronde_compression,
@@ -54,9 +77,30 @@ class _DistributedMixin:
         grads = list(grads)
         variables = (list(trainable_variables) if trainable_variables is not None
                      else list(self._trainable_variables))
+        if self._ronde_jax_accumulates:
+            return super().apply(grads, trainable_variables)
         if self._ronde_passes == 1:
             return super().apply(self._ronde_reduce(grads, variables), trainable_variables)
         return self._ronde_apply_aggregated(grads, variables)
+
+    def _clip_gradients(self, grads):
+        if not self._ronde_jax_accumulates:
+            return super()._clip_gradients(grads)
+        import jax
+
+        passes = self._ronde_passes
+        # Keras has averaged the N passes' gradients on an update pass (and passes this
+        # pass's own gradients otherwise, whose update it then discards).
+        scale = 1.0 if self._ronde_average_aggregated else float(passes)
+        slots = [None if g is None else _Slot(i) for i, g in enumerate(grads)]
+
+        def reduce():
+            summed = [g if g is None else g * scale for g in grads]
+            return self._ronde_reduce(summed, slots)
+
+        is_update = (self._iterations + 1) % passes == 0
+        grads = jax.lax.cond(is_update, reduce, lambda: list(grads))
+        return super()._clip_gradients(grads)
 
     def _ronde_apply_aggregated(self, grads, variables):
         if not self.built:
@@ -91,8 +135,8 @@ def DistributedOptimizer(optimizer, name=None, compression=Compression.none,
                          sparse_as_dense=False, backward_passes_per_step=1, op=nops.Average,
                          gradient_predivide_factor=1.0, average_aggregated_gradients=False,
                          process_set=global_process_set, **unused):
-    """Horovod's `hvd.DistributedOptimizer` for Keras 3 (`ronde.keras` on any of its tensorflow
-    and torch backends): `apply`/`apply_gradients` (and so model.fit) apply gradients
+    """Horovod's `hvd.DistributedOptimizer` for Keras 3 (`ronde.keras` on any of its tensorflow,
+    torch and jax backends): `apply`/`apply_gradients` (and so model.fit) apply gradients
     reduced over the ranks of `process_set`.
 
     The optimizer is wrapped in place (its class becomes a subclass of its own class, under
