@@ -10,7 +10,10 @@ import glob
 import os
 import re
 import signal
+import sys
 import time
+
+import pytest
 
 import torch
 
@@ -166,3 +169,29 @@ def test_worker_joins_while_another_leaves(tmp_path):
     assert schedule[0] == (3, 0), job.output()
     assert_left(job, 1, "127.0.0.2")
     assert 3 in {w for _, w, _ in job.lines("done")}, "w3 did not join\n" + job.output()
+
+
+def test_two_namespace_hosts_one_worker_killed(tmp_path):
+    # Real hosts to the launcher: network namespaces with their own addresses and sshd
+    # (tests/launcher/netns_hosts.py); workers start over ssh, ranks on one host meet in shm,
+    # across hosts over TCP. A worker on the first host dies; the job goes on with three.
+    sys.path.insert(0, os.path.join(HERE, "..", "launcher"))
+    from netns_hosts import CannotMakeHosts, NamespaceHosts
+    try:
+        made = NamespaceHosts(2)
+    except CannotMakeHosts as why:
+        print("skipped: cannot make namespace hosts: %s" % why)
+        pytest.skip("cannot make namespace hosts: %s" % why)
+    try:
+        hosts = HostsFile(str(tmp_path), ["%s:2" % a for a in made.addresses])
+        job = start(tmp_path, hosts, made.ssh_args() + ["-np", "4", "--min-np", "2"], epochs=3,
+                    step_delay=0.02)
+        job.wait_for(lambda: latest_world(job, 4) and committed(job, 8), 120, "four workers")
+        world = latest_world(job, 4)
+        os.kill(world[1], signal.SIGKILL)  # one namespace, one pid space: visible from here
+        survivors = {pid for rank, pid in world.items() if rank != 1}
+        schedule = finish_and_compare(job, tmp_path, 3, 3, survivors)
+        assert schedule[0] == (4, 0) and schedule[-1][0] == 3, job.output()
+        assert_left(job, 1, made.addresses[0], "exited with code 137")  # ssh passes 128+9
+    finally:
+        made.close()
