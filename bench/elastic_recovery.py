@@ -5,9 +5,16 @@
   2. ronde, 4 workers; SIGKILL one after step 16: time from the kill to the first completed
      step of the re-formed world (3 workers); then a fifth host appears in discovery: time
      from writing it to the new worker's first step in the world of 4.
-  3. torchrun --nnodes 1:4 --nproc-per-node 4 --rdzv-backend c10d --max-restarts 3, the same job on gloo with a
-     checkpoint every 4 steps; SIGKILL one worker after step 16: time from the kill to the
-     first completed step after torchrun restarted every worker.
+  3. torchrun --nnodes 1 --nproc-per-node 4 --rdzv-backend c10d --max-restarts 3, the same job
+     on gloo with a checkpoint every 4 steps; SIGKILL one worker after step 16: time from the
+     kill to the first completed step after torchrun restarted every worker.
+Steps 2 and 3 alternate for --rounds rounds (which goes first alternates too); the medians
+and the load average are printed at the end.
+
+torchrun's restart needs TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (set here): by default since
+torch 2.5 the c10d rendezvous shares its TCPStore with the workers across restarts, and the
+restarted gloo workers read the previous attempt's addresses from it and fail in
+connectFullMesh ("Connection refused"; pytorch/pytorch#135712, #167288).
 
 Hosts are loopback addresses (127.0.0.x), so ronde's workers talk TCP as across hosts.
 Usage: bench/elastic_recovery.py [--python .venv/bin/python] [--ronde .venv/bin/ronde]
@@ -16,6 +23,7 @@ Usage: bench/elastic_recovery.py [--python .venv/bin/python] [--ronde .venv/bin/
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -76,17 +84,22 @@ def ronde_fault(directory):
     return resumed, joined, accuracy(job)
 
 
-def torchrun_fault(directory, python):
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def torchrun_fault(directory, python, nnodes="1"):
     checkpoint = os.path.join(directory, "torchrun.pt")
-    # c10d rendezvous: with --standalone, torch 2.13's restarted gloo workers failed to connect
-    # (connectFullMesh timed out) on every restart here.
-    command = [python, "-u", "-m", "torch.distributed.run", "--nnodes", "1:4",
+    command = [python, "-u", "-m", "torch.distributed.run", "--nnodes", nnodes,
                "--nproc-per-node", "4", "--rdzv-backend", "c10d",
-               "--rdzv-endpoint", "127.0.0.1:%d" % (29400 + os.getpid() % 500),
+               "--rdzv-endpoint", "127.0.0.1:%d" % free_port(),
                "--max-restarts", "3",
                os.path.join(HERE, "elastic_torchrun_digits.py"), "--checkpoint", checkpoint] + JOB
+    env = dict(os.environ, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
+                               text=True, env=env)
     lines = []
     killed_at = None
     victim = None
@@ -109,27 +122,55 @@ def torchrun_fault(directory, python):
     raise RuntimeError("torchrun ended before resuming:\n" + "".join(l for _, l in lines[-50:]))
 
 
+def median(values):
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--ronde", default=os.environ.get("RONDE_BIN", "ronde"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--torchrun-nnodes", default="1",
+                        help="torchrun's --nnodes: 1, or a range such as 1:4 (whose rendezvous "
+                             "waits its last-call timeout for more nodes at every restart)")
+    parser.add_argument("--skip-fixed", action="store_true",
+                        help="skip the fault-free reference run")
     args = parser.parse_args()
     os.environ["RONDE_BIN"] = args.ronde
     os.environ["RONDE_TEST_PYTHON"] = args.python
     print("load average before: %.2f %.2f %.2f" % os.getloadavg(), flush=True)
-    with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2, \
-            tempfile.TemporaryDirectory() as d3:
-        fixed = ronde_fixed(d1)
-        print("ronde, 4 workers, no fault: test accuracy %.4f" % fixed, flush=True)
-        resumed, joined, faulted = ronde_fault(d2)
-        print("ronde: kill -> first step on 3 workers %.2f s; new host in discovery -> first "
-              "step on 4 workers %.2f s; test accuracy %.4f" % (resumed, joined, faulted),
-              flush=True)
-        restarted = torchrun_fault(d3, args.python)
-        print("torchrun --max-restarts: kill -> first step after the restart %.2f s" % restarted,
-              flush=True)
-        print("ratio torchrun / ronde (resume after a death): %.1fx" % (restarted / resumed))
-    print("load average after: %.2f %.2f %.2f" % os.getloadavg())
+    if not args.skip_fixed:
+        with tempfile.TemporaryDirectory() as d:
+            print("ronde, 4 workers, no fault: test accuracy %.4f" % ronde_fixed(d), flush=True)
+    ronde_resume, ronde_join, torchrun_resume, loads = [], [], [], []
+    for round_ in range(args.rounds):
+        order = ["ronde", "torchrun"] if round_ % 2 == 0 else ["torchrun", "ronde"]
+        for which in order:
+            loads.append(os.getloadavg()[0])
+            with tempfile.TemporaryDirectory() as d:
+                if which == "ronde":
+                    resumed, joined, faulted = ronde_fault(d)
+                    ronde_resume.append(resumed)
+                    ronde_join.append(joined)
+                    print("round %d ronde: kill -> first step on 3 workers %.2f s; new host in "
+                          "discovery -> first step on 4 workers %.2f s; test accuracy %.4f "
+                          "(load %.1f)" % (round_, resumed, joined, faulted, loads[-1]),
+                          flush=True)
+                else:
+                    restarted = torchrun_fault(d, args.python, args.torchrun_nnodes)
+                    torchrun_resume.append(restarted)
+                    print("round %d torchrun --nnodes %s --max-restarts 3: kill -> first step "
+                          "after the restart %.2f s (load %.1f)"
+                          % (round_, args.torchrun_nnodes, restarted, loads[-1]), flush=True)
+    print("medians over %d rounds: ronde resume %.2f s, ronde join %.2f s, torchrun resume "
+          "%.2f s; torchrun / ronde %.0fx" % (args.rounds, median(ronde_resume),
+                                              median(ronde_join), median(torchrun_resume),
+                                              median(torchrun_resume) / median(ronde_resume)))
+    print("load average during the rounds: %.1f-%.1f; after: %.2f %.2f %.2f"
+          % ((min(loads), max(loads)) + os.getloadavg()))
 
 
 if __name__ == "__main__":

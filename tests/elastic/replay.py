@@ -1,0 +1,112 @@
+"""The independent expectation for the fault tests: the elastic digits job replayed in one
+process, world by world, from the schedule the job reported (which generation synced at
+which step with how many ranks).
+
+Nothing of ronde runs here: the replay takes the example's definition of training (the MLP,
+SGD with momentum, the learning rate scaled by size / 4, cross-entropy averaged over the
+global batch, every rank drawing its share of one seeded permutation of the samples not yet
+processed in the epoch) and applies it to the worlds that held the committed state. A world
+that broke loses only its steps after its last commit, so world k contributes exactly the
+steps from its own resume step to the next world's. If the real job lost a committed step,
+processed a sample twice, skipped one or synced the wrong state, its parameters differ from
+the replay's by far more than rounding."""
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+from train_digits import Net, digits_path, load_digits  # noqa: E402
+
+SAMPLER_SEED = 7  # the example's ElasticSampler(seed=7)
+MODEL_SEED = 1234
+
+
+def world_schedule(worlds):
+    """[(size, step)] in generation order from {gen: (size, step)}; checks no world resumed
+    behind its predecessor (a committed step lost)."""
+    schedule = [worlds[g] for g in sorted(worlds)]
+    for (_, before), (_, after) in zip(schedule, schedule[1:]):
+        assert after >= before, "a world resumed at step %d behind its predecessor's %d: %s" % (
+            after, before, schedule)
+    return schedule
+
+
+def _shares(remaining, epoch, size):
+    """Each rank's samples, in order: one permutation of `remaining` seeded by the epoch,
+    padded with its own head to a multiple of `size`, dealt out round-robin."""
+    generator = torch.Generator()
+    generator.manual_seed(SAMPLER_SEED + epoch)
+    ordered = [remaining[i] for i in torch.randperm(len(remaining), generator=generator)]
+    per_rank = int(math.ceil(len(ordered) / size))
+    if ordered:
+        ordered += ordered[:per_rank * size - len(ordered)]
+    return [ordered[r::size][:per_rank] for r in range(size)]
+
+
+class Replay:
+    def __init__(self, epochs, batch_size=32, lr=0.1):
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.base_lr = lr
+        torch.set_num_threads(1)  # tiny batches: threads only contend on a loaded machine
+        torch.manual_seed(MODEL_SEED)
+        self.x, self.y, _, _ = load_digits(digits_path())
+        self.model = Net()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9)
+        self.epoch = 0
+        self.batch = 0  # batches of this epoch since the current world started it
+        self.step = 0
+        self.processed = set()
+        self.seen_per_epoch = {}  # epoch -> every sample a step took
+
+    def run_world(self, size, until_step):
+        """Trains as a world of `size` ranks from the current state up to `until_step`
+        (or the end of training)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.base_lr * size / 4
+        while self.epoch < self.epochs:
+            if self.batch == 0:
+                self.processed = set()
+            remaining = [i for i in range(len(self.x)) if i not in self.processed]
+            shares = _shares(remaining, self.epoch, size)
+            batches = int(math.ceil(len(shares[0]) / self.batch_size)) if remaining else 0
+            for i in range(batches):
+                if self.step == until_step:
+                    return
+                rows = []
+                for share in shares:
+                    rows += share[i * self.batch_size:(i + 1) * self.batch_size]
+                # Every rank's batch has the same length, so the mean over all rows is the
+                # average of the ranks' mean losses that the allreduce forms.
+                self.optimizer.zero_grad()
+                index = torch.tensor(rows)
+                F.cross_entropy(self.model(self.x[index]), self.y[index]).backward()
+                self.optimizer.step()
+                self.processed.update(rows)
+                self.seen_per_epoch.setdefault(self.epoch, set()).update(rows)
+                self.batch += 1
+                self.step += 1
+            self.epoch += 1
+            self.batch = 0
+        assert until_step is None or self.step == until_step, (
+            "training ended at step %d, before the world's end at %d" % (self.step, until_step))
+
+    def run(self, schedule):
+        """schedule: [(size, resume step)] of every world that synced, in order."""
+        for k, (size, start) in enumerate(schedule):
+            assert self.step == start, "world %d resumed at %d, the replay is at %d" % (
+                k, start, self.step)
+            until = schedule[k + 1][1] if k + 1 < len(schedule) else None
+            self.run_world(size, until)
+        for epoch in range(self.epochs):
+            assert self.seen_per_epoch.get(epoch) == set(range(len(self.x))), (
+                "epoch %d did not see every sample" % epoch)
+        return self.model.state_dict()
+
+
+def max_difference(a, b):
+    return max((a[k] - b[k]).abs().max().item() for k in a)
