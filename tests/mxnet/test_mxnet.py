@@ -166,3 +166,32 @@ def test_distributed_training_matches_combined_batch(how):
         # MXNet passes rescale_grad to its kernels as float32: 1/12 (reference, 3 ranks) is
         # rounded there, 1/4 (here) is not
         assert np.allclose(p.data().asnumpy(), q.data().asnumpy(), rtol=1e-6, atol=1e-9)
+
+
+def test_fp16_compression_casts_floats_on_the_wire_and_back():
+    x = mx.nd.array(np.arange(6) + hvd.rank(), dtype=np.float64)
+    payload, ctx = hvd.Compression.fp16.compress(x)
+    assert payload.dtype == np.float16
+    assert hvd.Compression.fp16.decompress(payload, ctx).dtype == np.float64
+    ints = mx.nd.array([1, 2], dtype=np.int32)
+    assert hvd.Compression.fp16.compress(ints) == (ints, None)
+    net, reference = make_net(seed=2), make_net(seed=2)
+    hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+    trainer = hvd.DistributedTrainer(net.collect_params(), "sgd", {"learning_rate": 0.1},
+                                     compression=hvd.Compression.fp16)
+    ref_trainer = mx.gluon.Trainer(reference.collect_params(), "sgd", {"learning_rate": 0.1},
+                                   kvstore=None)
+    loss_fn, rows = mx.gluon.loss.L2Loss(), 4
+    x, y = batch(0, rows)
+    mine = slice(hvd.rank() * rows, (hvd.rank() + 1) * rows)
+    for model, opt, part, scale in ((net, trainer, mine, rows),
+                                    (reference, ref_trainer, slice(None), rows * hvd.size())):
+        with mx.autograd.record():
+            loss = loss_fn(model(mx.nd.array(x[part], dtype=np.float64)),
+                           mx.nd.array(y[part], dtype=np.float64))
+        loss.backward()
+        opt.step(scale)
+    for (_, p), (_, q) in zip(sorted(net.collect_params().items()),
+                              sorted(reference.collect_params().items())):
+        assert p.data().dtype == np.float64
+        assert np.allclose(p.data().asnumpy(), q.data().asnumpy(), rtol=1e-2, atol=1e-3)

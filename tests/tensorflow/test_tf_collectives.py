@@ -68,12 +68,16 @@ def test_allreduce_max_of_bools_is_a_logical_or():
     np.testing.assert_array_equal(out.numpy(), [True, False, True])
 
 
-def test_fp16_compression_keeps_dtype(mode):
+@pytest.mark.parametrize("compression", ["fp16", "bf16"])
+def test_cast_compression_keeps_dtype(compression, mode):
     x = tf.constant(rank_values(hvd.rank()), tf.float32)
+    compressor = getattr(hvd.Compression, compression)
+    payload, _ = compressor.compress(x)
+    assert payload.dtype == {"fp16": tf.float16, "bf16": tf.bfloat16}[compression]
 
     @mode
     def run(x):
-        return hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16)
+        return hvd.allreduce(x, op=hvd.Sum, compression=compressor)
     out = run(x)
     assert out.dtype == tf.float32
     np.testing.assert_allclose(out.numpy(), sum(rank_values(k) for k in range(hvd.size())))

@@ -1,33 +1,32 @@
-"""Horovod's Compression for Keras 3 on any backend (keras.ops casts)."""
+"""Horovod's Compression for Keras 3 on any backend: the casting compressors of
+ronde.common.compression through keras.ops."""
 
 import keras
 
-
-class NoneCompressor:
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+from ronde.common import compression as common
 
 
-class FP16Compressor:
-    """Sends floating-point gradients as float16; the result is cast back to their dtype."""
+class KerasOps(common.TensorOps):
+    def dtype(self, tensor):
+        return keras.backend.standardize_dtype(tensor.dtype)
 
-    @staticmethod
-    def compress(tensor):
-        dtype = keras.backend.standardize_dtype(tensor.dtype)
-        if "float" in dtype and dtype != "float16":
-            return keras.ops.cast(tensor, "float16"), dtype
-        return tensor, None
+    def is_floating(self, dtype):
+        return "float" in dtype
 
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor if ctx is None else keras.ops.cast(tensor, ctx)
+    def wire_dtype(self, name):
+        return name  # Keras names dtypes by string
+
+    def cast(self, tensor, dtype):
+        return keras.ops.cast(tensor, dtype)
+
+
+_OPS = KerasOps()
+NoneCompressor = common.NoneCompressor
+FP16Compressor = common.cast_compressor(_OPS, "float16", "FP16Compressor")
+BF16Compressor = common.cast_compressor(_OPS, "bfloat16", "BF16Compressor")
 
 
 class Compression:
     none = NoneCompressor
     fp16 = FP16Compressor
+    bf16 = BF16Compressor

@@ -8,10 +8,10 @@ ronde.torch (negotiation, fusion); the global process set only.
 import warnings
 
 import mxnet as mx
-import numpy as np
 
 from ronde import _core
 from ronde.mxnet import mpi_ops as _mpi_ops
+from ronde.mxnet.compression import Compression
 from ronde.mxnet.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min,
                                  MismatchError, Product, RondeError, Sum, allgather, allreduce,
                                  allreduce_, alltoall, barrier, broadcast, broadcast_,
@@ -39,30 +39,6 @@ def init(comm=None):
 def shutdown():
     _core.shutdown()
     _mpi_ops._reset_naming()
-
-
-class Compression:
-    """Horovod's mxnet Compression: none, or fp16 on the wire for floating-point gradients."""
-
-    class none:
-        @staticmethod
-        def compress(tensor):
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor
-
-    class fp16:
-        @staticmethod
-        def compress(tensor):
-            if np.issubdtype(tensor.dtype, np.floating) and tensor.dtype != np.float16:
-                return tensor.astype(np.float16), tensor.dtype
-            return tensor, None
-
-        @staticmethod
-        def decompress(tensor, ctx):
-            return tensor if ctx is None else tensor.astype(ctx)
 
 
 def _reduce_gradients(grads, name, compression, op, prescale, postscale):

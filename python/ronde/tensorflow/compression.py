@@ -1,36 +1,36 @@
-"""Horovod's gradient compression for TensorFlow: `Compression.none` and `Compression.fp16`."""
+"""Horovod's gradient compression for TensorFlow (`Compression.none`, `fp16`, and `bf16`): the
+casting compressors of ronde.common.compression on tf tensors."""
 
 import tensorflow as tf
 
+from ronde.common import compression as common
 
-class NoneCompressor:
-    """Sends tensors as they are."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
+_WIRE = {"float16": tf.float16, "bfloat16": tf.bfloat16}
 
 
-class FP16Compressor:
-    """Sends floating-point tensors as float16 and casts the result back to their dtype."""
+class TensorFlowOps(common.TensorOps):
+    def dtype(self, tensor):
+        return tensor.dtype
 
-    @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating and tensor.dtype != tf.float16:
-            return tf.cast(tensor, tf.float16), tensor.dtype
-        return tensor, None
+    def is_floating(self, dtype):
+        return dtype.is_floating
 
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor if ctx is None else tf.cast(tensor, ctx)
+    def wire_dtype(self, name):
+        return _WIRE[name]
+
+    def cast(self, tensor, dtype):
+        return tf.cast(tensor, dtype)
+
+
+_OPS = TensorFlowOps()
+NoneCompressor = common.NoneCompressor
+FP16Compressor = common.cast_compressor(_OPS, "float16", "FP16Compressor")
+BF16Compressor = common.cast_compressor(_OPS, "bfloat16", "BF16Compressor")
 
 
 class Compression:
-    """Horovod's names: `Compression.none`, `Compression.fp16`."""
+    """Horovod's names, `Compression.none` and `Compression.fp16`, and `Compression.bf16`."""
 
     none = NoneCompressor
     fp16 = FP16Compressor
+    bf16 = BF16Compressor

@@ -15,6 +15,8 @@ from ronde import _core
 from ronde.torch.compression import Compression, is_reducing
 from ronde.torch.mpi_ops import (Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_,
                                  synchronize as _synchronize_handle)
+from ronde.torch.optimizer_adasum import adasum_optimizer_class
+from ronde.torch.optimizer_params import checked_named_parameters, register_gradient_hooks
 from ronde.torch.process_sets import global_process_set
 from ronde.torch.sparse_ops import sparse_allreduce_async
 
@@ -46,28 +48,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         self._compression = compression
 
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("allreduce.noname.%s.%s" % (i, j), v)
-                                for i, group in enumerate(self.param_groups)
-                                for j, v in enumerate(group["params"])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                             "usually produced by model.named_parameters().")
-        names = [k for k, _ in named_parameters]
-        duplicates = sorted({k for k in names if names.count(k) > 1})
-        if duplicates:
-            raise ValueError("Parameter names in named_parameters must be unique. "
-                             "Found duplicates: %s" % ", ".join(duplicates))
-        all_ids = {id(v) for group in self.param_groups for v in group["params"]}
-        named_ids = {id(v) for _, v in named_parameters}
-        unnamed = all_ids - named_ids
-        if unnamed:
-            raise ValueError("named_parameters was specified, but one or more model parameters "
-                             "were not named. Python object ids: %s"
-                             % ", ".join(str(i) for i in sorted(unnamed)))
-
+        named_parameters = checked_named_parameters(self.param_groups, named_parameters)
         self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: backward_passes_per_step for _, v in named_parameters}
@@ -116,18 +97,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._allreduce_delay[p] = passes
 
     def _register_hooks(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.requires_grad:
-                    self._requires_update.add(p)
-                    hook = self._make_hook(p)
-                    if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
-                        self._grad_accs.append(p.register_post_accumulate_grad_hook(hook))
-                        continue
-                    # The accumulator node is reached through a view; keep it alive.
-                    accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
-                    accumulator.register_hook(hook)
-                    self._grad_accs.append(accumulator)
+        register_gradient_hooks(self)
 
     def _scaling(self):
         if self.op == Average:
@@ -303,12 +273,22 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     compression: the gradients on the wire: Compression.none, fp16 or bf16 (cast), or a fresh
     Compression.topk(ratio) / Compression.powersgd(rank) (stateful, with error feedback).
     backward_passes_per_step: local accumulation passes before each allreduce.
-    op: Average (default) or Sum. gradient_predivide_factor: with Average, divide by this
-    before the sum and by size/factor after. groups: an int (that many groups) or lists of
-    parameters, each reduced together as one group.
+    op: Average (default), Sum, or Adasum. With Adasum (and more than one rank), as in
+    Horovod, each rank's optimizer steps on its own gradients and the parameter deltas are
+    combined by Adasum (ronde.torch.optimizer_adasum); groups, gradient_predivide_factor and
+    sparse gradients do not apply there. gradient_predivide_factor: with Average, divide by
+    this before the sum and by size/factor after. groups: an int (that many groups) or lists
+    of parameters, each reduced together as one group.
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op == Adasum and _core.size() > 1:
+        if groups is not None or num_groups != 0:
+            raise ValueError("op=Adasum reduces each parameter's delta on its own: groups "
+                             "and num_groups are not supported with it")
+        cls = adasum_optimizer_class(optimizer, compression, process_set)
+        return cls(optimizer.param_groups, named_parameters, compression,
+                   backward_passes_per_step, process_set)
     if is_reducing(compression) and op not in (Average, Sum):
         raise ValueError("compression=%s supports op=Average and op=Sum only"
                          % type(compression).__name__)
