@@ -94,8 +94,10 @@ def test_two_trials_of_two_ranks_report_the_full_batch_losses(ray_cluster, tmp_p
     import ray
     import torch
     from ray import tune
-    trainable = DistributedTrainableCreator(regression_trial, num_workers=2,
-                                            placement_group_strategy="SPREAD", timeout_s=60)
+    # Half a CPU per rank: both trials fit the two one-CPU nodes at once, one rank per node.
+    trainable = DistributedTrainableCreator(regression_trial, num_workers=2, cpus_per_worker=0.5,
+                                            placement_group_strategy="STRICT_SPREAD",
+                                            timeout_s=60)
     results = tuner(trainable, {"lr": tune.grid_search([0.05, 0.2])}, tmp_path).fit()
     assert not results.errors
     assert sorted(r.config["lr"] for r in results) == [0.05, 0.2]
