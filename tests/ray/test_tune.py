@@ -117,27 +117,47 @@ def test_two_trials_of_two_ranks_report_the_full_batch_losses(ray_cluster, tmp_p
     wait_for_free_cpus(ray, 2)
 
 
-def failing_trial(config):
+def failing_or_endless_trial(config):
+    """bad_rank set: that rank raises while the other waits in a collective. Unset: reports
+    forever, until Tune's stop criterion ends the trial."""
     import os
     import torch
     import ronde.torch as hvd
+    from ronde.ray import tune as ronde_tune
     hvd.init()
     hvd.allreduce(torch.ones(2), name="before")
-    if hvd.rank() == int(config["bad_rank"]):
-        raise ValueError("bad rank %s on purpose" % os.environ["RONDE_RANK"])
-    hvd.allreduce(torch.ones(2), name="never")  # the other rank waits here until it is killed
-    hvd.shutdown()
+    if config["bad_rank"] is not None:
+        if hvd.rank() == config["bad_rank"]:
+            raise ValueError("bad rank %s on purpose" % os.environ["RONDE_RANK"])
+        hvd.allreduce(torch.ones(2), name="never")  # the other rank waits here until killed
+    step = 0
+    while True:
+        step += 1
+        total = hvd.allreduce(torch.tensor([float(step)]), op=hvd.Sum, name="step").item()
+        ronde_tune.report({"loss": 1.0 / step, "total": total})
 
 
-def test_a_rank_that_raises_fails_its_trial_naming_the_rank(ray_cluster, tmp_path):
+def test_a_failing_rank_fails_its_trial_and_a_stopped_trial_frees_its_ranks(ray_cluster,
+                                                                            tmp_path):
     import ray
-    trainable = DistributedTrainableCreator(failing_trial, num_workers=2, timeout_s=60)
+    from ray import tune
+    trainable = DistributedTrainableCreator(failing_or_endless_trial, num_workers=2,
+                                            cpus_per_worker=0.5, timeout_s=60)
     started = time.monotonic()
-    results = tuner(trainable, {"bad_rank": 1}, tmp_path).fit()
-    assert time.monotonic() - started < 90
+    results = tune.Tuner(
+        trainable, param_space={"bad_rank": tune.grid_search([1, None])},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="ronde", verbose=0,
+                                  stop={"training_iteration": 3})).fit()
+    assert time.monotonic() - started < 240  # bounded: neither trial hangs (load is high)
     assert len(results.errors) == 1
     message = str(results.errors[0])
     assert "rank 1 on node" in message and "bad rank 1 on purpose" in message
+    stopped = next(r for r in results if r.config["bad_rank"] is None)
+    assert stopped.error is None
+    frame = stopped.metrics_dataframe
+    assert list(frame["training_iteration"]) == [1, 2, 3]
+    assert list(frame["total"]) == [2.0, 4.0, 6.0]  # both ranks' step numbers, summed
+    # Both trials' ranks are gone (the endless one's were killed when Tune stopped it).
     wait_for_free_cpus(ray, 2)
 
 

@@ -118,6 +118,7 @@ def _run_trial(func, config, options, settings):
     restored = _restored_checkpoint()
     reports = Queue(actor_options={"num_cpus": 0})
     executor = _TrialExecutor(group, settings, **options)
+    finished = False
     try:
         executor.start()
         refs = executor.run_remote(_run_rank, args=(func, config, reports, restored))
@@ -134,8 +135,11 @@ def _run_trial(func, config, options, settings):
             for ref in done:
                 executor._check_finished(refs, ref)
         ray.get(refs)
+        finished = True
     finally:
-        executor.shutdown()
+        # Stopped by Tune (a scheduler, a stop criterion) or failed: the ranks may sit in a
+        # collective, so they are killed rather than asked to leave their runtimes.
+        executor.shutdown(graceful=finished)
         ray.kill(reports.actor)
     # Nothing returned: what the ranks return stays with them; Tune sees what they report.
 
