@@ -13,7 +13,7 @@ failed=0
 for suite in tests/spark tests/ray; do
   echo "test_engines: $suite"
   # -p no:cacheprovider: nothing written into the tree; the suites start their own clusters.
-  if timeout -k 10 420 "$venv/bin/python" -m pytest -q -p no:cacheprovider "$suite"; then
+  if timeout -k 10 600 "$venv/bin/python" -m pytest -q -p no:cacheprovider "$suite"; then
     passed=$((passed + 1))
   else
     echo "test_engines: $suite FAILED" >&2

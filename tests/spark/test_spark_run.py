@@ -122,3 +122,55 @@ def test_an_unpicklable_fn_is_refused_before_any_task_starts(spark):
 def test_bad_num_proc_is_a_clear_error(spark):
     with pytest.raises(ValueError, match="num_proc must be a positive integer"):
         ronde.spark.run(allreduce_fn, args=(1.0,), num_proc=0)
+
+
+def killed_on_rank_one(target):
+    """Rank 1 is killed (its own process, or its executor's JVM) while rank 0 waits in a
+    collective that rank 1 never joins."""
+    import signal
+    import torch
+    import ronde.torch as hvd
+    hvd.init()
+    hvd.allreduce(torch.ones(1), name="both_here")
+    if hvd.rank() == 1:
+        pid = os.getpid()
+        if target == "executor":
+            while pid > 1:  # up the process tree to the executor JVM that started this task
+                with open("/proc/%d/stat" % pid) as f:
+                    pid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if b"CoarseGrainedExecutorBackend" in f.read():
+                        break
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(60)
+    hvd.allreduce(torch.ones(1), name="never_completed")
+    return "rank 0 should not have finished"
+
+
+def wait_for_executors(spark, count=2, timeout=120):
+    context = spark.sparkContext
+    deadline = time.monotonic() + timeout
+    while context._jsc.sc().getExecutorMemoryStatus().size() < count + 1 and \
+            time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert context._jsc.sc().getExecutorMemoryStatus().size() == count + 1
+
+
+@pytest.mark.parametrize("target", ["rank", "executor"])
+def test_a_killed_rank_or_executor_fails_the_run_naming_rank_one(spark, target):
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as failure:
+        ronde.spark.run(killed_on_rank_one, args=(target,), num_proc=2, start_timeout=120)
+    message = str(failure.value)
+    print(message)
+    assert "rank 1" in message
+    assert time.monotonic() - started < 90
+    assert wait_no_rank_processes() == []
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + 30
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert tracker.getActiveJobsIds() == []
+    # The cluster is usable afterwards (Spark replaces a lost executor).
+    wait_for_executors(spark)
+    assert [r["sum"] for r in ronde.spark.run(allreduce_fn, args=(1.0,), num_proc=2)] == [3.0, 3.0]

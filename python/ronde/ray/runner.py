@@ -106,6 +106,7 @@ class RayExecutor:
         self.gpus_per_worker = (gpus_per_worker or 1) if use_gpu else 0
         self.placement_group_strategy = placement_group_strategy
         self._placement_group = None
+        self._owns_placement_group = True  # False when the group is lent (a Tune trial's)
         self._workers = []       # actor handles in rank order
         self._placements = []    # per rank: rank, host, local_rank, ... and where (Ray's facts)
         self._server = None
@@ -219,18 +220,24 @@ class RayExecutor:
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            try:
-                ray.get(done[0])
-            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
-                rank = refs.index(done[0])
-                where = self._placements[rank]["where"]
-                lost = isinstance(error, ray.exceptions.RayActorError)
-                self.shutdown(graceful=False)  # the others may be blocked in a collective
-                raise RuntimeError(
-                    "RayExecutor: rank %d on node %s (%s) %s:\n%s" %
-                    (rank, where["node_ip"], where["node_id"][:8],
-                     "died (its actor or node was lost)" if lost else "failed", error)) from error
+            self._check_finished(refs, done[0])
         return ray.get(list(refs))
+
+    def _check_finished(self, refs, ref):
+        """Returns if the finished rank's ref holds a result; if it holds a failure (an
+        exception or a dead actor), stops every rank and raises naming the rank and node."""
+        import ray
+        try:
+            ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
+            rank = refs.index(ref)
+            where = self._placements[rank]["where"]
+            lost = isinstance(error, ray.exceptions.RayActorError)
+            self.shutdown(graceful=False)  # the others may be blocked in a collective
+            raise RuntimeError(
+                "RayExecutor: rank %d on node %s (%s) %s:\n%s" %
+                (rank, where["node_ip"], where["node_id"][:8],
+                 "died (its actor or node was lost)" if lost else "failed", error)) from error
 
     def run(self, fn, args=None, kwargs=None):
         """Runs fn(*args, **kwargs) on every rank; returns the results in rank order."""
@@ -267,7 +274,8 @@ class RayExecutor:
         for worker in workers:
             ray.kill(worker)
         if self._placement_group is not None:
-            remove_placement_group(self._placement_group)
+            if self._owns_placement_group:
+                remove_placement_group(self._placement_group)
             self._placement_group = None
         if self._server is not None:
             self._server.close()
