@@ -22,6 +22,12 @@ struct ShmOp {
   ShmWait wait;
   OpDescriptor descriptor;
   size_t single_step_bytes = 64 * 1024;  // allreduce at or below: every rank reduces all
+  // Bytes per rank per step, at most the arena's slot (0: the whole slot). Every local rank
+  // must use the same value in one collective; it may change between collectives, since the
+  // step protocol does not depend on it.
+  size_t chunk_bytes = 0;
+
+  size_t chunkBytes() const { return chunk_bytes != 0 ? chunk_bytes : arena->chunkBytes(); }
 };
 
 void shmAllreduce(const ShmOp& op, const void* in, void* out, size_t count, DataType type,
