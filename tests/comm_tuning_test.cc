@@ -40,6 +40,7 @@ std::vector<CommTuning> tuningSequence() {
       t.shm_chunk_bytes = shm;
       t.tcp_chunk_bytes = tcp_chunks[i % 3];
       t.hierarchical_allreduce = i % 2 == 0;
+      t.shm_direct_read = (i / 2) % 2 == 0;  // both shm algorithms of the large band
       all.push_back(t);
       ++i;
     }
@@ -50,7 +51,8 @@ std::vector<CommTuning> tuningSequence() {
 std::string describe(const CommTuning& t) {
   std::ostringstream out;
   out << "small " << t.small_allreduce_bytes << ", shm chunk " << t.shm_chunk_bytes
-      << ", tcp chunk " << t.tcp_chunk_bytes << ", hierarchical " << t.hierarchical_allreduce;
+      << ", tcp chunk " << t.tcp_chunk_bytes << ", hierarchical " << t.hierarchical_allreduce
+      << ", direct read " << t.shm_direct_read;
   return out.str();
 }
 

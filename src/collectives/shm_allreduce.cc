@@ -68,6 +68,10 @@ void shmAllreduce(const ShmOp& op, const void* in, void* out, size_t count, Data
     replicatedReduce(op, op_slot, in, out, count, type, reduce, prescale, postscale);
     return;
   }
+  if (op.direct_read && prescale == 1.0) {
+    shmDirectAllreduce(op, op_slot, in, out, count, type, reduce, postscale);
+    return;
+  }
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
   const size_t chunks = std::max<size_t>(1, (count + chunk_elems - 1) / chunk_elems);

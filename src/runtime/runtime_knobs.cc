@@ -64,6 +64,7 @@ void RuntimeImpl::writeKnobs(WireWriter& writer) {
     writer.i64(wanted_comm_tuning_->shm_chunk_bytes);
     writer.i64(wanted_comm_tuning_->tcp_chunk_bytes);
     writer.u8(wanted_comm_tuning_->hierarchical_allreduce ? 1 : 0);
+    writer.u8(wanted_comm_tuning_->shm_direct_read ? 1 : 0);
     wanted_comm_tuning_.reset();
   }
 }
@@ -79,6 +80,7 @@ void RuntimeImpl::readKnobs(WireReader& reader) {
     tuning.shm_chunk_bytes = reader.i64();
     tuning.tcp_chunk_bytes = reader.i64();
     tuning.hierarchical_allreduce = reader.u8() != 0;
+    tuning.shm_direct_read = reader.u8() != 0;
     applyCommTuning(tuning);
   }
   publishKnobs();

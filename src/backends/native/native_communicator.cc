@@ -46,7 +46,7 @@ uint32_t hashTuning(const CommTuning& t) {
   for (uint64_t v :
        {static_cast<uint64_t>(t.small_allreduce_bytes), static_cast<uint64_t>(t.shm_chunk_bytes),
         static_cast<uint64_t>(t.tcp_chunk_bytes),
-        static_cast<uint64_t>(t.hierarchical_allreduce)}) {
+        static_cast<uint64_t>(t.hierarchical_allreduce), static_cast<uint64_t>(t.shm_direct_read)}) {
     for (int byte = 0; byte < 8; ++byte) {
       h ^= (v >> (8 * byte)) & 0xff;
       h *= 1099511628211ULL;
@@ -91,6 +91,11 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
       arena_options.member_names.push_back(topology_.name(r));
     }
     arena_ = ShmArena::create(store, arena_options, start);
+    ShmWait wait;
+    wait.deadline = start;
+    wait.aborted = &aborted_;
+    wait.describe = [] { return std::string("the cross-memory probe at start-up"); };
+    direct_read_ = shmProbeDirectRead(*arena_, wait);
   }
   if (!shm_only_) {
     TcpMesh::Options mesh_options;
@@ -229,6 +234,7 @@ ShmOp NativeCommunicator::shmOp(const Call& call) const {
   op.descriptor = call.descriptor;
   op.single_step_bytes = static_cast<size_t>(tuning_.small_allreduce_bytes);
   op.chunk_bytes = static_cast<size_t>(tuning_.shm_chunk_bytes);
+  op.direct_read = direct_read_ && tuning_.shm_direct_read;
   return op;
 }
 

@@ -85,6 +85,7 @@ class NativeCommunicator final : public Communicator {
   uint32_t tuning_hash_ = 0;          // of tuning_, in every descriptor
   uint64_t op_index_ = 0;
   bool spin_before_block_ = false;    // every local rank has a CPU of its own
+  bool direct_read_ = false;          // every local rank can read every other's memory
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;
