@@ -118,7 +118,8 @@ bool shmProbeDirectRead(ShmArena& arena, const ShmWait& wait) {
     if (i == me) continue;
     const auto address = *reinterpret_cast<const uint64_t*>(arena.slot(i, first));
     uint64_t got = 0;
-    ok = tryReadPeerMemory(arena.pid(i), reinterpret_cast<const void*>(address), &got, sizeof(got)) &&
+    ok = tryReadPeerMemory(arena.pid(i), reinterpret_cast<const void*>(address), &got,
+                           sizeof(got)) &&
          got == (0x726f6e6465000000ULL | static_cast<uint64_t>(i));
   }
   // Everyone's verdict, so that all ranks choose the same algorithm.
@@ -127,7 +128,8 @@ bool shmProbeDirectRead(ShmArena& arena, const ShmWait& wait) {
   arena.arrive(second);
   arena.waitAllArrived(second, wait);
   bool all = true;
-  for (int i = 0; i < n; ++i) all = all && *reinterpret_cast<const uint8_t*>(arena.slot(i, second)) != 0;
+  for (int i = 0; i < n; ++i)
+    all = all && *reinterpret_cast<const uint8_t*>(arena.slot(i, second)) != 0;
   // The verdicts' slots are rewritten two steps on; every rank must have read them first.
   const uint64_t third = arena.nextStep();
   arena.arrive(third);

@@ -45,8 +45,8 @@ uint32_t hashTuning(const CommTuning& t) {
   uint64_t h = 1469598103934665603ULL;  // FNV-1a over the fields
   for (uint64_t v :
        {static_cast<uint64_t>(t.small_allreduce_bytes), static_cast<uint64_t>(t.shm_chunk_bytes),
-        static_cast<uint64_t>(t.tcp_chunk_bytes),
-        static_cast<uint64_t>(t.hierarchical_allreduce), static_cast<uint64_t>(t.shm_direct_read)}) {
+        static_cast<uint64_t>(t.tcp_chunk_bytes), static_cast<uint64_t>(t.hierarchical_allreduce),
+        static_cast<uint64_t>(t.shm_direct_read)}) {
     for (int byte = 0; byte < 8; ++byte) {
       h ^= (v >> (8 * byte)) & 0xff;
       h *= 1099511628211ULL;

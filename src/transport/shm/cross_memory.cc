@@ -33,12 +33,13 @@ int readAll(int pid, const void* remote, void* local, size_t bytes) {
 
 }  // namespace
 
-void readPeerMemory(int pid, const void* remote, void* local, size_t bytes, const std::string& peer) {
+void readPeerMemory(int pid, const void* remote, void* local, size_t bytes,
+                    const std::string& peer) {
   const int error = readAll(pid, remote, local, bytes);
   if (error == 0) return;
   if (error == ESRCH) throw makeError(ErrorCode::kPeerLost, peer, " exited during a collective");
-  throw makeError(ErrorCode::kIo, "reading ", bytes, " bytes of ", peer, "'s buffer failed: ",
-                  std::strerror(error));
+  throw makeError(ErrorCode::kIo, "reading ", bytes, " bytes of ", peer,
+                  "'s buffer failed: ", std::strerror(error));
 }
 
 bool tryReadPeerMemory(int pid, const void* remote, void* local, size_t bytes) {

@@ -14,7 +14,8 @@ namespace ronde {
 
 // Copies `bytes` from address `remote` of process `pid` into `local`. Error(kPeerLost) when
 // the process is gone, Error(kIo) for any other refusal; `peer` names it in the message.
-void readPeerMemory(int pid, const void* remote, void* local, size_t bytes, const std::string& peer);
+void readPeerMemory(int pid, const void* remote, void* local, size_t bytes,
+                    const std::string& peer);
 
 // The same, but reports failure instead of throwing (the start-up probe).
 bool tryReadPeerMemory(int pid, const void* remote, void* local, size_t bytes);
