@@ -4,6 +4,10 @@
 // at 2 and 3 ranks. Bad values are refused on the calling rank; ranks that apply different
 // knobs fail with a mismatch instead of mixing algorithms.
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <sstream>
 #include <stdexcept>
@@ -195,6 +199,41 @@ TEST_P(CommTuningTest, RanksWithDifferentKnobsFailWithAMismatch) {
   });
   for (const ChildOutcome& o : outcomes) {
     EXPECT_EQ(o.exit_code, 0) << "rank " << o.rank << ": " << o.message;
+  }
+}
+
+// Root may read any process's memory (CAP_SYS_PTRACE): without it, not a non-dumpable one.
+void dropPtraceCapability() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) throw std::runtime_error("capget failed");
+  const unsigned bit = 1u << (CAP_SYS_PTRACE % 32);
+  data[CAP_SYS_PTRACE / 32].effective &= ~bit;
+  data[CAP_SYS_PTRACE / 32].permitted &= ~bit;
+  if (::syscall(SYS_capset, &header, data) != 0) throw std::runtime_error("capset failed");
+}
+
+// A rank whose memory the others may not read (not dumpable: ptrace and cross-memory attach
+// refuse it). The start-up probe must then choose staging on every rank alike, or the first
+// large allreduce would mix algorithms; results stay exact.
+TEST(CommTuningDirectRead, ARankOthersCannotReadMakesEveryRankStage) {
+  for (int size : {2, 3}) {
+    RankSpec s;
+    s.size = size;
+    s.shm_chunk_bytes = kSlotBytes;
+    std::vector<ChildOutcome> outcomes = runProcessesRaw(s, [&](int rank, int port) {
+      dropPtraceCapability();
+      if (rank == size - 1 && ::prctl(PR_SET_DUMPABLE, 0) != 0)
+        throw std::runtime_error("prctl(PR_SET_DUMPABLE) failed");
+      auto comm = makeCommunicator(s, rank, size, connectStore(s, port));
+      for (size_t count : {size_t{70001}, size_t{300000}}) {
+        checkAllreduce(*comm, DataType::kFloat32, ReduceOp::kSum, count, 5, "not dumpable");
+        checkAllreduce(*comm, DataType::kFloat64, ReduceOp::kAverage, count, 6, "not dumpable");
+      }
+    });
+    for (const ChildOutcome& o : outcomes) {
+      EXPECT_EQ(o.exit_code, 0) << size << " ranks, rank " << o.rank << ": " << o.message;
+    }
   }
 }
 

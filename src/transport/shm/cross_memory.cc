@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ronde/errors.h"
+#include "transport/shm/shm_arena_layout.h"
 
 namespace ronde {
 namespace {
@@ -37,7 +38,9 @@ void readPeerMemory(int pid, const void* remote, void* local, size_t bytes,
                     const std::string& peer) {
   const int error = readAll(pid, remote, local, bytes);
   if (error == 0) return;
-  if (error == ESRCH) throw makeError(ErrorCode::kPeerLost, peer, " exited during a collective");
+  // An exited peer that is not reaped yet has no memory either: any refusal then is a loss.
+  if (error == ESRCH || !shmPeerAlive(pid))
+    throw makeError(ErrorCode::kPeerLost, peer, " exited during a collective");
   throw makeError(ErrorCode::kIo, "reading ", bytes, " bytes of ", peer,
                   "'s buffer failed: ", std::strerror(error));
 }
