@@ -5,7 +5,8 @@
 //   collectives_bench --ranks=2 --transport=shm|tcp [--sizes=4K:256M]
 //       [--collectives=allreduce,allgather,broadcast] [--trials=3] [--trial-seconds=0.15]
 //       [--bind=core|none]
-//       [--shm-chunk=256K] [--tcp-chunk=512K] [--small-allreduce=64K] [--label=ronde]
+//       [--shm-chunk=256K] [--tcp-chunk=512K] [--small-allreduce=64K] [--shm-direct=1|0]
+//       [--label=ronde]
 //
 // The chunk and threshold flags override CommOptions so that they can be tuned from here.
 #include <cstdio>
@@ -35,6 +36,7 @@ struct Config {
   int64_t shm_chunk = 0;         // 0: ronde's default
   int64_t tcp_chunk = 0;         // 0: ronde's default
   int64_t small_allreduce = -1;  // -1: ronde's default
+  bool shm_direct = true;        // CommTuning::shm_direct_read (0: stage through the slots)
   std::string label = "ronde";
 };
 
@@ -106,6 +108,9 @@ int runRank(int rank, const Config& config, int store_port) {
   if (config.tcp_chunk > 0) options.tcp_chunk_bytes = config.tcp_chunk;
   if (config.small_allreduce >= 0) options.small_allreduce_bytes = config.small_allreduce;
   auto comm = Communicator::create(options);
+  ronde::CommTuning tuning = comm->tuning();
+  tuning.shm_direct_read = config.shm_direct;
+  if (comm->tunable()) comm->setTuning(tuning);
   if (rank == 0) {
     std::fprintf(stderr, "%s: %d ranks over %s (shm chunk %lld, tcp chunk %lld, small %lld)\n",
                  config.label.c_str(), config.ranks, comm->transportName().c_str(),
@@ -137,6 +142,7 @@ int main(int argc, char** argv) {
   config.shm_chunk = args.getBytes("shm-chunk", 0);
   config.tcp_chunk = args.getBytes("tcp-chunk", 0);
   config.small_allreduce = args.getBytes("small-allreduce", -1);
+  config.shm_direct = args.getInt("shm-direct", 1) != 0;
   config.label = args.get("label", "ronde");
   args.finish();
   if (config.transport == "shm") {

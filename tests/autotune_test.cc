@@ -166,16 +166,68 @@ TEST(Autotuner, ConvergesNearTheBestKnobsOfASimulatedJob) {
       std::stringstream fields(line);
       std::vector<std::string> f;
       for (std::string v; std::getline(fields, v, ',');) f.push_back(v);
-      ASSERT_EQ(f.size(), 11u);
-      EXPECT_NEAR(std::stod(f[10]), std::stod(f[8]) / std::stod(f[9]), std::stod(f[10]) * 1e-3);
+      ASSERT_EQ(f.size(), 12u);
+      EXPECT_NEAR(std::stod(f[11]), std::stod(f[9]) / std::stod(f[10]), std::stod(f[11]) * 1e-3);
       // Every window is 3 steps of 50 tensors.
-      EXPECT_EQ(std::stoll(f[8]), 3 * 50 * SimulatedJob::kTensorBytes);
+      EXPECT_EQ(std::stoll(f[9]), 3 * 50 * SimulatedJob::kTensorBytes);
     }
     if (line.find(",final,") != std::string::npos) ++finals;
   }
   EXPECT_EQ(warmups, 2);
   EXPECT_EQ(samples, 25);
   EXPECT_EQ(finals, 1);
+}
+
+// The same job, where the communicator's knobs matter too: least step time at a 256 KiB
+// small-allreduce cutoff (the size band where the latency-optimal algorithm still wins) and
+// a 128 KiB shared-memory chunk. The chunk never leaves [16 KiB, the slot].
+struct SimulatedCommJob : SimulatedJob {
+  static double stepSeconds(const TuningKnobs& k) {
+    const double s = std::log2(static_cast<double>(k.small_allreduce_bytes) / (256 << 10));
+    const double c = std::log2(static_cast<double>(k.shm_chunk_bytes) / (128 << 10));
+    return SimulatedJob::stepSeconds(k) + 0.01 * (0.1 * s * s + 0.1 * c * c);
+  }
+};
+
+TEST(Autotuner, ChoosesTheCommunicatorKnobsOfASimulatedJob) {
+  AutotuneOptions options;
+  options.warmup_samples = 1;
+  options.steps_per_sample = 1;
+  options.max_samples = 40;
+  options.noise = 0.05;
+  options.tune_small_allreduce = true;
+  options.shm_chunk_max_bytes = 1 << 20;
+  TuningKnobs initial{64 << 20, 1, true, true, 4 << 10, 1 << 20, 1 << 20};
+  Autotuner tuner(options, initial);
+  EXPECT_EQ(tuner.tunedKnobs(),
+            (std::vector<std::string>{"fusion_threshold_bytes", "cycle_time_ms", "response_cache",
+                                      "small_allreduce_bytes", "shm_chunk_bytes"}));
+  auto now = Autotuner::Clock::time_point{};
+  int changes = 0;
+  for (int s = 0; s < 2000 && !tuner.finished(); ++s) {
+    const double cycle = SimulatedCommJob::stepSeconds(tuner.knobs()) / 5;
+    for (int c = 0; c < 5; ++c) {
+      std::vector<uint64_t> ids;
+      for (int t = 0; t < 10; ++t) ids.push_back(static_cast<uint64_t>(c * 10 + t));
+      now += std::chrono::duration_cast<Autotuner::Clock::duration>(
+          std::chrono::duration<double>(cycle));
+      if (tuner.cycleDone(10 * SimulatedJob::kTensorBytes, ids, now)) ++changes;
+      const TuningKnobs& k = tuner.knobs();
+      ASSERT_GE(k.shm_chunk_bytes, 16 << 10);
+      ASSERT_LE(k.shm_chunk_bytes, 1 << 20);
+      ASSERT_EQ(k.shm_chunk_bytes % 4096, 0);
+      ASSERT_GE(k.small_allreduce_bytes, 4096);
+      ASSERT_LE(k.small_allreduce_bytes, 1 << 20);
+    }
+  }
+  ASSERT_TRUE(tuner.finished());
+  const double best =
+      SimulatedCommJob::stepSeconds({8 << 20, 2.0, true, true, 256 << 10, 0, 128 << 10});
+  const double chosen = SimulatedCommJob::stepSeconds(tuner.knobs());
+  EXPECT_LT(chosen, best * 1.1) << "small " << tuner.knobs().small_allreduce_bytes << " shm chunk "
+                                << tuner.knobs().shm_chunk_bytes;
+  EXPECT_LT(chosen, SimulatedCommJob::stepSeconds(initial));
+  EXPECT_EQ(tuner.knobs().tcp_chunk_bytes, 1 << 20);  // not tuned: as it was
 }
 
 TEST(Autotuner, TunesCrossHostKnobsOnlyWhenAskedTo) {

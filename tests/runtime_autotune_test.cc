@@ -22,12 +22,18 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
   settings.autotune_warmup_samples = 1;
   settings.autotune_steps_per_sample = 2;
   settings.autotune_max_samples = 8;
-  for (int size : {2, 3}) {
+  // One host of 2 and 3 ranks, and two simulated hosts of 2 (TCP across: every knob tuned).
+  const std::vector<std::vector<std::string>> layouts = {
+      {"h", "h"}, {"h", "h", "h"}, {"hostA", "hostA", "hostB", "hostB"}};
+  for (const auto& hosts : layouts) {
+    const int size = static_cast<int>(hosts.size());
     RankSpec spec;
     spec.size = size;
+    spec.hosts = hosts;
     runRuntimeRanks(spec, settings, [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
       constexpr int kTensors = 12;
       int knob_changes = 0;
+      int comm_changes = 0;
       RuntimeStats last = rt->stats();
       for (int step = 0; step < 120; ++step) {
         std::vector<std::shared_ptr<HostTensor>> tensors;
@@ -57,15 +63,32 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
         if (now.fusion_threshold_bytes != last.fusion_threshold_bytes ||
             now.cycle_time_ms != last.cycle_time_ms || now.response_cache != last.response_cache)
           ++knob_changes;
+        if (!(now.communicator_tuning == last.communicator_tuning)) ++comm_changes;
+        // What the runtime reports is what its communicator runs with.
+        REQUIRE(now.communicator_tuning == rt->communicator().tuning(),
+                "stats and communicator disagree at step " << step);
         last = now;
       }
       REQUIRE(knob_changes >= 3, "the knobs changed only " << knob_changes << " times");
+      REQUIRE(comm_changes >= 2,
+              "the communicator's knobs changed only " << comm_changes << " times");
+      const CommTuning& tuning = last.communicator_tuning;
+      REQUIRE(tuning.small_allreduce_bytes >= 4096 && tuning.small_allreduce_bytes <= (1 << 20),
+              "cutoff " << tuning.small_allreduce_bytes);
+      REQUIRE(tuning.shm_chunk_bytes >= 4096 && tuning.shm_chunk_bytes <= (1 << 20),
+              "shm chunk " << tuning.shm_chunk_bytes);
+      REQUIRE(tuning.tcp_chunk_bytes >= 4096, "tcp chunk " << tuning.tcp_chunk_bytes);
       // Every rank ends with the same knobs: compare them through the runtime itself.
-      auto mine = std::make_shared<HostTensor>(DataType::kFloat64, std::vector<int64_t>{3});
+      constexpr int kKnobs = 7;
+      auto mine = std::make_shared<HostTensor>(DataType::kFloat64, std::vector<int64_t>{kKnobs});
       double* v = mine->as<double>();
       v[0] = static_cast<double>(last.fusion_threshold_bytes);
       v[1] = last.cycle_time_ms;
       v[2] = last.response_cache ? 1 : 0;
+      v[3] = static_cast<double>(tuning.small_allreduce_bytes);
+      v[4] = static_cast<double>(tuning.shm_chunk_bytes);
+      v[5] = static_cast<double>(tuning.tcp_chunk_bytes);
+      v[6] = tuning.hierarchical_allreduce ? 1 : 0;
       auto low = std::make_shared<HostTensor>(*mine);
       Request a;
       a.name = "knobs.min";
@@ -77,7 +100,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
       b.input = b.output = mine;
       b.op = ReduceOp::kMax;
       rt->enqueue(std::move(b))->wait();
-      for (int k = 0; k < 3; ++k)
+      for (int k = 0; k < kKnobs; ++k)
         REQUIRE(low->as<double>()[k] == mine->as<double>()[k], "ranks disagree on knob " << k);
     });
 

@@ -41,6 +41,8 @@ struct CommOptions {
   CpuOperations backend = CpuOperations::kAuto;
   Duration timeout{300000};       // each collective
   Duration start_timeout{60000};  // meeting the other ranks
+  // The starting algorithm knobs (CommTuning below). shm_chunk_bytes also sizes the
+  // shared-memory slots, so it is the largest chunk setTuning can choose later.
   int64_t small_allreduce_bytes = 64 * 1024;
   int64_t shm_chunk_bytes = 1024 * 1024;
   int64_t tcp_chunk_bytes = 1024 * 1024;
@@ -51,6 +53,29 @@ struct CommOptions {
 
   // Copies the transport and algorithm fields from settings.
   static CommOptions fromSettings(const Settings& settings);
+};
+
+// The algorithm knobs of a communicator that may change between collectives (the autotuner
+// changes them while a job trains). Every field is used by the native backend:
+struct CommTuning {
+  // Allreduces of at most this many bytes take the latency-optimal algorithm: in shared
+  // memory every rank reduces all slots itself (one synchronisation per chunk), over TCP
+  // recursive doubling (power-of-two sizes). Larger ones split the reduction (shm) or ring
+  // (TCP). This cutoff is the boundary between the two size bands.
+  int64_t small_allreduce_bytes = 64 * 1024;
+  // Pipeline chunk in shared memory: 4 KiB up to the slot size fixed at construction.
+  int64_t shm_chunk_bytes = 1024 * 1024;
+  // Pipeline chunk on TCP links: at least 4 KiB.
+  int64_t tcp_chunk_bytes = 1024 * 1024;
+  // Across hosts of equal rank counts: reduce in shared memory inside each host and ring
+  // across hosts; off, one flat ring. No effect where the layout allows only one of them.
+  bool hierarchical_allreduce = true;
+  // Shared memory, allreduces past the small band without a prescale: read peers' buffers
+  // straight with cross-memory attach where every local rank can (Linux process_vm_readv;
+  // probed at construction), instead of staging through the segment. Off: always stage.
+  bool shm_direct_read = true;
+
+  bool operator==(const CommTuning&) const = default;
 };
 
 // The result of an async collective.
@@ -127,6 +152,18 @@ class Communicator {
   // The rendezvous store the ranks met through (null for one rank): a control path off the
   // data plane, used by the runtime's liveness heartbeats.
   virtual std::shared_ptr<Store> store() const { return nullptr; }
+
+  // Whether setTuning works: false for backends whose algorithms are not ronde's (MPI).
+  virtual bool tunable() const { return false; }
+  // The knobs in force (for an untunable backend: the values it was built with).
+  virtual CommTuning tuning() const { return {}; }
+  // Changes the knobs for the collectives that follow. Call it between collectives, from the
+  // thread that runs them (never with async work queued), and on every rank before the same
+  // collective with the same values: the runtime does this (rank 0's choice rides in the
+  // negotiation). Ranks that disagree fail that collective with Error(kMismatch) where the
+  // algorithms meet, or Error(kTimeout). Error(kInvalidArgument) for a value out of range,
+  // Error(kConfig) when the backend is not tunable(); the knobs stay as they were then.
+  virtual void setTuning(const CommTuning& tuning);
 
   // Names of the transports in use, e.g. "shm" or "shm+tcp" ("mpi" for the MPI backend).
   virtual std::string transportName() const = 0;

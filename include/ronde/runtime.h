@@ -118,6 +118,9 @@ struct RuntimeStats {
   int64_t fusion_threshold_bytes = 0;
   double cycle_time_ms = 0;
   bool response_cache = false;
+  // The communicator's algorithm knobs in force (Communicator::tuning()), the same on every
+  // rank; changed between cycles by the autotuner when the backend is tunable().
+  CommTuning communicator_tuning;
 };
 
 class Runtime {

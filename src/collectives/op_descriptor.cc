@@ -57,6 +57,10 @@ std::string describeDifference(const OpDescriptor& a, const OpDescriptor& b) {
   add("root", a.root, b.root);
   add("prescale", a.prescale, b.prescale);
   add("postscale", a.postscale, b.postscale);
+  if (a.tuning_hash != b.tuning_hash) {
+    if (out.tellp() > 0) out << ", ";
+    out << "communicator tuning differs (setTuning not applied alike on every rank)";
+  }
   if (a.counts_hash != b.counts_hash && a.count == b.count) {
     if (out.tellp() > 0) out << ", ";
     out << "per-rank counts differ";

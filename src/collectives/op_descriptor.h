@@ -29,10 +29,13 @@ struct OpDescriptor {
   double prescale = 1.0;
   double postscale = 1.0;
   int32_t root = -1;
+  // Hash of the communicator's tuning in force: ranks that applied different knobs would
+  // run different algorithms, so they must disagree here first.
+  uint32_t tuning_hash = 0;
   CollectiveKind kind = CollectiveKind::kBarrier;
   DataType type = DataType::kUInt8;
   ReduceOp op = ReduceOp::kSum;
-  uint8_t reserved[17] = {};
+  uint8_t reserved[13] = {};
 };
 static_assert(sizeof(OpDescriptor) == 64, "descriptors travel as 64-byte blocks");
 

@@ -12,7 +12,7 @@ void shmAllgatherv(const ShmOp& op, const void* in, void* out, const std::vector
   const int n = arena.localSize();
   const int me = arena.localRank();
   const size_t elem = dataTypeSize(type);
-  const size_t piece = arena.chunkBytes() / elem;
+  const size_t piece = op.chunkBytes() / elem;
   const std::vector<size_t> offsets = blockOffsets(counts);
   const size_t largest = *std::max_element(counts.begin(), counts.end());
   const size_t rounds = std::max<size_t>(1, (largest + piece - 1) / piece);

@@ -31,7 +31,7 @@ void replicatedReduce(const ShmOp& op, uint64_t op_slot, const void* in, void* o
   ShmArena& arena = *op.arena;
   const int n = arena.localSize();
   const size_t elem = dataTypeSize(type);
-  const size_t chunk_elems = arena.chunkBytes() / elem;
+  const size_t chunk_elems = op.chunkBytes() / elem;
   const size_t chunks = std::max<size_t>(1, (count + chunk_elems - 1) / chunk_elems);
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
@@ -62,10 +62,14 @@ void shmAllreduce(const ShmOp& op, const void* in, void* out, size_t count, Data
   const int n = arena.localSize();
   const int me = arena.localRank();
   const size_t elem = dataTypeSize(type);
-  const size_t chunk_elems = arena.chunkBytes() / elem;
+  const size_t chunk_elems = op.chunkBytes() / elem;
   const uint64_t op_slot = shmPublishDescriptor(op);
   if (count * elem <= op.single_step_bytes) {
     replicatedReduce(op, op_slot, in, out, count, type, reduce, prescale, postscale);
+    return;
+  }
+  if (op.direct_read && prescale == 1.0) {
+    shmDirectAllreduce(op, op_slot, in, out, count, type, reduce, postscale);
     return;
   }
   const auto* src = static_cast<const char*>(in);

@@ -17,7 +17,7 @@ void shmAlltoallv(const ShmOp& op, const void* in, const std::vector<size_t>& se
   const size_t n = static_cast<size_t>(arena.localSize());
   const int me = arena.localRank();
   const size_t elem = dataTypeSize(type);
-  RONDE_CHECK(arena.chunkBytes() >= 2 * n * sizeof(uint64_t), "chunk too small for the counts");
+  RONDE_CHECK(op.chunkBytes() >= 2 * n * sizeof(uint64_t), "chunk too small for the counts");
   const uint64_t op_slot = shmPublishDescriptor(op);
 
   uint64_t step = arena.nextStep();
@@ -45,7 +45,7 @@ void shmAlltoallv(const ShmOp& op, const void* in, const std::vector<size_t>& se
     }
   }
 
-  const size_t piece = arena.chunkBytes() / n / elem;
+  const size_t piece = op.chunkBytes() / n / elem;
   RONDE_CHECK(piece > 0, "shared-memory chunk too small for " << n << " ranks");
   const size_t largest = *std::max_element(matrix.begin(), matrix.end());
   const size_t rounds = (largest + piece - 1) / piece;

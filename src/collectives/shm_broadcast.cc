@@ -7,7 +7,7 @@ namespace ronde {
 
 void shmBroadcast(const ShmOp& op, void* buffer, size_t bytes, int root) {
   ShmArena& arena = *op.arena;
-  const size_t chunk = arena.chunkBytes();
+  const size_t chunk = op.chunkBytes();
   const size_t rounds = std::max<size_t>(1, (bytes + chunk - 1) / chunk);
   auto* data = static_cast<char*>(buffer);
   const bool is_root = arena.localRank() == root;

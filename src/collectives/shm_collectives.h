@@ -22,6 +22,15 @@ struct ShmOp {
   ShmWait wait;
   OpDescriptor descriptor;
   size_t single_step_bytes = 64 * 1024;  // allreduce at or below: every rank reduces all
+  // Bytes per rank per step, at most the arena's slot (0: the whole slot). Every local rank
+  // must use the same value in one collective; it may change between collectives, since the
+  // step protocol does not depend on it.
+  size_t chunk_bytes = 0;
+  // Large unscaled allreduces read peers' buffers straight (shm_direct_allreduce.cc): set
+  // only when shmProbeDirectRead found it works on every local rank.
+  bool direct_read = false;
+
+  size_t chunkBytes() const { return chunk_bytes != 0 ? chunk_bytes : arena->chunkBytes(); }
 };
 
 void shmAllreduce(const ShmOp& op, const void* in, void* out, size_t count, DataType type,
@@ -36,6 +45,15 @@ void shmBroadcast(const ShmOp& op, void* buffer, size_t bytes, int root);
 void shmAlltoallv(const ShmOp& op, const void* in, const std::vector<size_t>& send_counts, void* out,
                   const std::vector<size_t>& recv_counts, DataType type);
 void shmBarrier(const ShmOp& op);
+
+// Reduce-scatter and allgather reading peers' input and output buffers with cross-memory
+// attach: no staging copy through the slots. No prescale (the reduction reads the inputs as
+// they are). Called by shmAllreduce after it published the descriptor.
+void shmDirectAllreduce(const ShmOp& op, uint64_t op_slot, const void* in, void* out, size_t count,
+                        DataType type, ReduceOp reduce, double postscale);
+// Every local rank calls it once, together: true on all of them when each can read every
+// peer's memory, false on all of them otherwise.
+bool shmProbeDirectRead(ShmArena& arena, const ShmWait& wait);
 
 // Publishes this rank's descriptor; call before the operation's first arrive.
 uint64_t shmPublishDescriptor(const ShmOp& op);

@@ -16,7 +16,7 @@ void shmReducescatter(const ShmOp& op, const void* in, void* out, const std::vec
   const int n = arena.localSize();
   const size_t me = static_cast<size_t>(arena.localRank());
   const size_t elem = dataTypeSize(type);
-  const size_t piece = arena.chunkBytes() / static_cast<size_t>(n) / elem;
+  const size_t piece = op.chunkBytes() / static_cast<size_t>(n) / elem;
   RONDE_CHECK(piece > 0, "shared-memory chunk too small for " << n << " ranks");
   const std::vector<size_t> offsets = blockOffsets(counts);
   const size_t largest = *std::max_element(counts.begin(), counts.end());

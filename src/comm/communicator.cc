@@ -19,6 +19,11 @@ CommOptions CommOptions::fromSettings(const Settings& s) {
   return o;
 }
 
+void Communicator::setTuning(const CommTuning&) {
+  throw makeError(ErrorCode::kConfig, "the ", transportName(),
+                  " backend cannot change its algorithm knobs at run time");
+}
+
 std::string Communicator::describeRank(int r) const {
   return "rank " + std::to_string(r) + " (host " + host(r) + ")";
 }

@@ -72,7 +72,8 @@ const Field kFields[] = {
     {"SMALL_ALLREDUCE_BYTES", &Settings::small_allreduce_bytes, kBytes,
      "Allreduces of at most this many bytes use the latency-optimal algorithm."},
     {"SHM_CHUNK_BYTES", &Settings::shm_chunk_bytes, kChunkBytes,
-     "Per-rank pipeline chunk in shared memory.", 4096},
+     "Per-rank pipeline chunk in shared memory; also the slot size, so the largest chunk the "
+     "autotuner may choose.", 4096},
     {"TCP_CHUNK_BYTES", &Settings::tcp_chunk_bytes, kChunkBytes, "Pipeline chunk on TCP links.",
      4096},
     {"HIERARCHICAL_ALLREDUCE", &Settings::hierarchical_allreduce, nullptr,
@@ -100,7 +101,10 @@ const Field kFields[] = {
      "process; 0: no heartbeats)."},
     {"AUTOTUNE", &Settings::autotune, nullptr,
      "Tune the runtime's knobs while training (Bayesian optimisation; rank 0 decides, every "
-     "rank applies): fusion threshold, cycle time and response cache."},
+     "rank applies at the same cycle): fusion threshold, cycle time, response cache, and the "
+     "native communicator's small-allreduce cutoff (the algorithm of each size band), "
+     "shared-memory chunk (up to RONDE_SHM_CHUNK_BYTES), TCP chunk and hierarchical allreduce "
+     "where the transports in use make them matter."},
     {"AUTOTUNE_LOG", &Settings::autotune_log, nullptr,
      "CSV file recording each autotuning sample and the final choice (empty: none)."},
     {"AUTOTUNE_WARMUP_SAMPLES", &Settings::autotune_warmup_samples, kCount,

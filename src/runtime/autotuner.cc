@@ -11,6 +11,7 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 // Sizes are rounded to whole pages: nothing in the runtime distinguishes finer.
 constexpr int64_t kPage = 4096;
+constexpr double kShmChunkLow = 16 * 1024;
 
 int64_t roundToPages(double bytes) {
   return std::max<int64_t>(kPage, static_cast<int64_t>(std::llround(bytes / kPage)) * kPage);
@@ -54,6 +55,11 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
           d.push_back({Dimension::kHierarchical, "hierarchical_allreduce"});
         if (options.tune_tcp_chunk)
           d.push_back({Dimension::kTcpChunk, "tcp_chunk_bytes", 64 * 1024.0, 8 * kMiB});
+        // Below 16 KiB a chunk costs more in synchronisation than it saves in cache.
+        if (options.shm_chunk_max_bytes > kShmChunkLow) {
+          d.push_back({Dimension::kShmChunk, "shm_chunk_bytes", kShmChunkLow,
+                       static_cast<double>(options.shm_chunk_max_bytes)});
+        }
         return d;
       }()),
       optimizer_(dimensions_.size(), options.noise, options.seed),
@@ -65,7 +71,8 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
       throw makeError(ErrorCode::kIo, "cannot write the autotune log '", options.log_path, "'");
     }
     *log_ << "sample,phase,fusion_threshold_bytes,cycle_time_ms,response_cache,"
-             "hierarchical_allreduce,small_allreduce_bytes,tcp_chunk_bytes,bytes,seconds,"
+             "hierarchical_allreduce,small_allreduce_bytes,tcp_chunk_bytes,shm_chunk_bytes,bytes,"
+             "seconds,"
              "score_bytes_per_second\n"
           << std::flush;
   }
@@ -103,6 +110,9 @@ std::vector<double> Autotuner::encode(const TuningKnobs& knobs) const {
       case Dimension::kTcpChunk:
         point.push_back(logPosition(static_cast<double>(knobs.tcp_chunk_bytes), d.low, d.high));
         break;
+      case Dimension::kShmChunk:
+        point.push_back(logPosition(static_cast<double>(knobs.shm_chunk_bytes), d.low, d.high));
+        break;
     }
   }
   return point;
@@ -133,6 +143,11 @@ TuningKnobs Autotuner::decode(const std::vector<double>& point) const {
       case Dimension::kTcpChunk:
         knobs.tcp_chunk_bytes = roundToPages(logValue(u, d.low, d.high));
         break;
+      case Dimension::kShmChunk:
+        // Whole pages, never past the slot (which need not be a whole number of pages).
+        knobs.shm_chunk_bytes =
+            std::min(roundToPages(logValue(u, d.low, d.high)), static_cast<int64_t>(d.high));
+        break;
     }
   }
   return knobs;
@@ -143,8 +158,8 @@ void Autotuner::log(const char* phase, const TuningKnobs& k, int64_t bytes, doub
   const double score = seconds > 0 ? static_cast<double>(bytes) / seconds : 0;
   *log_ << samples_ << ',' << phase << ',' << k.fusion_threshold_bytes << ',' << k.cycle_time_ms
         << ',' << (k.response_cache ? 1 : 0) << ',' << (k.hierarchical_allreduce ? 1 : 0) << ','
-        << k.small_allreduce_bytes << ',' << k.tcp_chunk_bytes << ',' << bytes << ',' << seconds
-        << ',' << score << '\n'
+        << k.small_allreduce_bytes << ',' << k.tcp_chunk_bytes << ',' << k.shm_chunk_bytes << ','
+        << bytes << ',' << seconds << ',' << score << '\n'
         << std::flush;
 }
 

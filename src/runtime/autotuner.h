@@ -24,7 +24,10 @@
 
 namespace ronde::runtime {
 
-// What the tuner may change. Every rank applies a TuningKnobs value whole, between cycles.
+// What the tuner may change. Every rank applies a TuningKnobs value whole, between cycles:
+// the runtime's own knobs, and the communicator's (Communicator::setTuning). The
+// small-allreduce cutoff is where the latency-optimal allreduce gives way to the
+// bandwidth-optimal one: tuning it chooses the algorithm of each size band.
 struct TuningKnobs {
   int64_t fusion_threshold_bytes = 0;
   double cycle_time_ms = 0;
@@ -32,6 +35,7 @@ struct TuningKnobs {
   bool hierarchical_allreduce = true;
   int64_t small_allreduce_bytes = 0;  // the latency-optimal allreduce's size band
   int64_t tcp_chunk_bytes = 0;
+  int64_t shm_chunk_bytes = 0;
 
   bool operator==(const TuningKnobs&) const = default;
 };
@@ -50,6 +54,8 @@ struct AutotuneOptions {
   // Knobs that only matter across hosts; tuning them on one host would waste samples.
   bool tune_hierarchical = false;
   bool tune_tcp_chunk = false;
+  // The shared-memory chunk, up to the slot the arena was built with (0: not tuned).
+  int64_t shm_chunk_max_bytes = 0;
 };
 
 class Autotuner {
@@ -81,7 +87,8 @@ class Autotuner {
       kResponseCache,
       kHierarchical,
       kSmallAllreduce,
-      kTcpChunk
+      kTcpChunk,
+      kShmChunk
     };
     Knob knob;
     const char* name;

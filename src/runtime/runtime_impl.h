@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -89,6 +90,7 @@ class RuntimeImpl final : public Runtime {
   void switchResponseCache(bool on);
   void publishKnobs();  // into stats_
   void autotuneCycle(const std::vector<Response>& ready);
+  void applyCommTuning(const CommTuning& tuning);  // between collectives, on every rank
 
   Settings settings_;
   std::unique_ptr<Communicator> comm_;
@@ -139,6 +141,7 @@ class RuntimeImpl final : public Runtime {
   std::vector<uint8_t> cache_bits_;
   std::vector<uint8_t> gathered_;
   std::unique_ptr<Autotuner> autotuner_;  // rank 0 with RONDE_AUTOTUNE
+  std::optional<CommTuning> wanted_comm_tuning_;  // rank 0: the autotuner's, until sent
 
   mutable std::mutex stats_mutex_;
   RuntimeStats stats_;  // guarded by stats_mutex_

@@ -1,8 +1,10 @@
-// The knobs every rank must change together (fusion threshold, cycle time, response cache),
-// and the autotuner that changes them. Rank 0's wish travels at the head of its negotiation
+// The knobs every rank must change together (fusion threshold, cycle time, response cache,
+// and the communicator's algorithm knobs: size-band cutoff, chunks, hierarchical), and the
+// autotuner that changes them. Rank 0's wish travels at the head of its negotiation
 // message; every rank adopts it while reading that message, so all apply it between the same
 // two cycles.
 #include <functional>
+#include <string>
 
 #include "common/logging.h"
 #include "runtime/runtime_impl.h"
@@ -14,6 +16,7 @@ void RuntimeImpl::publishKnobs() {
   stats_.fusion_threshold_bytes = fusion_threshold_;
   stats_.cycle_time_ms = cycle_ms_;
   stats_.response_cache = cache_.capacity() > 0;
+  stats_.communicator_tuning = comm_->tuning();
 }
 
 void RuntimeImpl::initKnobs() {
@@ -27,13 +30,25 @@ void RuntimeImpl::initKnobs() {
   options.log_path = settings_.autotune_log;
   // A cache of no slots was asked for: the tuner must not turn one on.
   options.tune_response_cache = settings_.cache_capacity > 0;
+  // The communicator's knobs where it can change them; each only where it has an effect.
+  const CommTuning tuning = comm_->tuning();
+  if (comm_->tunable() && size_ > 1) {
+    const std::string transport = comm_->transportName();
+    const bool shm = transport.find("shm") != std::string::npos;
+    const bool tcp = transport.find("tcp") != std::string::npos;
+    options.tune_small_allreduce = true;
+    options.tune_tcp_chunk = tcp;
+    options.tune_hierarchical = shm && tcp;
+    if (shm) options.shm_chunk_max_bytes = tuning.shm_chunk_bytes;
+  }
   TuningKnobs initial;
   initial.fusion_threshold_bytes = settings_.fusion_threshold_bytes;
   initial.cycle_time_ms = settings_.cycle_time_ms;
   initial.response_cache = settings_.cache_capacity > 0;
-  initial.hierarchical_allreduce = settings_.hierarchical_allreduce;
-  initial.small_allreduce_bytes = settings_.small_allreduce_bytes;
-  initial.tcp_chunk_bytes = settings_.tcp_chunk_bytes;
+  initial.hierarchical_allreduce = tuning.hierarchical_allreduce;
+  initial.small_allreduce_bytes = tuning.small_allreduce_bytes;
+  initial.tcp_chunk_bytes = tuning.tcp_chunk_bytes;
+  initial.shm_chunk_bytes = tuning.shm_chunk_bytes;
   autotuner_ = std::make_unique<Autotuner>(options, initial);
 }
 
@@ -42,6 +57,16 @@ void RuntimeImpl::writeKnobs(WireWriter& writer) {
   writer.i64(wanted_fusion_threshold_.load());
   writer.f64(wanted_cycle_ms_.load());
   writer.u8(wanted_response_cache_.load() ? 1 : 0);
+  // The communicator's knobs only when they change: one byte in the usual message.
+  writer.u8(wanted_comm_tuning_ ? 1 : 0);
+  if (wanted_comm_tuning_) {
+    writer.i64(wanted_comm_tuning_->small_allreduce_bytes);
+    writer.i64(wanted_comm_tuning_->shm_chunk_bytes);
+    writer.i64(wanted_comm_tuning_->tcp_chunk_bytes);
+    writer.u8(wanted_comm_tuning_->hierarchical_allreduce ? 1 : 0);
+    writer.u8(wanted_comm_tuning_->shm_direct_read ? 1 : 0);
+    wanted_comm_tuning_.reset();
+  }
 }
 
 void RuntimeImpl::readKnobs(WireReader& reader) {
@@ -49,7 +74,23 @@ void RuntimeImpl::readKnobs(WireReader& reader) {
   cycle_ms_ = reader.f64();
   const bool cache_on = reader.u8() != 0;
   if (cache_on != (cache_.capacity() > 0)) switchResponseCache(cache_on);
+  if (reader.u8() != 0) {
+    CommTuning tuning;
+    tuning.small_allreduce_bytes = reader.i64();
+    tuning.shm_chunk_bytes = reader.i64();
+    tuning.tcp_chunk_bytes = reader.i64();
+    tuning.hierarchical_allreduce = reader.u8() != 0;
+    tuning.shm_direct_read = reader.u8() != 0;
+    applyCommTuning(tuning);
+  }
   publishKnobs();
+}
+
+void RuntimeImpl::applyCommTuning(const CommTuning& tuning) {
+  // Every rank reads rank 0's message in the same cycle, after the negotiation's last
+  // collective and before the cycle's first data collective: the same op index everywhere.
+  if (comm_->tuning() == tuning) return;
+  comm_->setTuning(tuning);
 }
 
 void RuntimeImpl::switchResponseCache(bool on) {
@@ -79,11 +120,21 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
   wanted_fusion_threshold_ = next->fusion_threshold_bytes;
   wanted_cycle_ms_ = next->cycle_time_ms;
   wanted_response_cache_ = next->response_cache;
+  CommTuning tuning = comm_->tuning();
+  tuning.small_allreduce_bytes = next->small_allreduce_bytes;
+  tuning.shm_chunk_bytes = next->shm_chunk_bytes;
+  tuning.tcp_chunk_bytes = next->tcp_chunk_bytes;
+  tuning.hierarchical_allreduce = next->hierarchical_allreduce;
+  if (comm_->tunable() && !(tuning == comm_->tuning())) wanted_comm_tuning_ = tuning;
   knobs_changed_ = true;
   if (autotuner_->finished()) {
     log(LogLevel::kInfo, "autotune chose fusion threshold ", next->fusion_threshold_bytes,
         " bytes, cycle time ", next->cycle_time_ms, " ms, response cache ",
-        next->response_cache ? "on" : "off", " after ", autotuner_->samplesTaken(), " samples");
+        next->response_cache ? "on" : "off", "; communicator: small-allreduce cutoff ",
+        next->small_allreduce_bytes, " bytes, shm chunk ", next->shm_chunk_bytes,
+        " bytes, TCP chunk ", next->tcp_chunk_bytes, " bytes, hierarchical ",
+        next->hierarchical_allreduce ? "on" : "off", " after ", autotuner_->samplesTaken(),
+        " samples");
   }
 }
 

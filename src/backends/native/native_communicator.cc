@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "collectives/link_collectives.h"
@@ -27,6 +28,33 @@ constexpr Duration kFirstFailureGrace{1000};
 
 bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
+// The smallest pipeline chunk: below a page the synchronisation per chunk dominates.
+constexpr int64_t kMinChunkBytes = 4096;
+
+CommTuning initialTuning(const CommOptions& options, const ShmArena* arena) {
+  CommTuning t;
+  t.small_allreduce_bytes = options.small_allreduce_bytes;
+  // The arena rounds its slot up to whole cache lines.
+  t.shm_chunk_bytes = arena ? static_cast<int64_t>(arena->chunkBytes()) : options.shm_chunk_bytes;
+  t.tcp_chunk_bytes = options.tcp_chunk_bytes;
+  t.hierarchical_allreduce = options.hierarchical_allreduce;
+  return t;
+}
+
+uint32_t hashTuning(const CommTuning& t) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a over the fields
+  for (uint64_t v :
+       {static_cast<uint64_t>(t.small_allreduce_bytes), static_cast<uint64_t>(t.shm_chunk_bytes),
+        static_cast<uint64_t>(t.tcp_chunk_bytes), static_cast<uint64_t>(t.hierarchical_allreduce),
+        static_cast<uint64_t>(t.shm_direct_read)}) {
+    for (int byte = 0; byte < 8; ++byte) {
+      h ^= (v >> (8 * byte)) & 0xff;
+      h *= 1099511628211ULL;
+    }
+  }
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
 }  // namespace
 
 NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(options) {
@@ -42,6 +70,7 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
   if (options.size == 1) {
     topology_ = Topology::fromHosts(0, {hostname});
     shm_only_ = true;
+    setTuning(initialTuning(options, nullptr));
     return;
   }
   Store& store = *options.store;
@@ -62,6 +91,11 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
       arena_options.member_names.push_back(topology_.name(r));
     }
     arena_ = ShmArena::create(store, arena_options, start);
+    ShmWait wait;
+    wait.deadline = start;
+    wait.aborted = &aborted_;
+    wait.describe = [] { return std::string("the cross-memory probe at start-up"); };
+    direct_read_ = shmProbeDirectRead(*arena_, wait);
   }
   if (!shm_only_) {
     TcpMesh::Options mesh_options;
@@ -76,8 +110,10 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
     world_.rank = options.rank;
     world_.size = options.size;
     for (int r = 0; r < options.size; ++r) world_.links.push_back(mesh_->link(r));
-    hierarchical_ = use_shm && options.hierarchical_allreduce && topology_.homogeneous();
-    if (hierarchical_) {
+    // The links across hosts are made whenever the layout allows the hierarchical allreduce,
+    // so that setTuning can switch it on later.
+    hierarchical_possible_ = use_shm && topology_.homogeneous();
+    if (hierarchical_possible_) {
       // The ring across hosts joins the ranks with this rank's local index on every host.
       cross_.rank = topology_.crossRank();
       cross_.size = topology_.crossSize();
@@ -86,6 +122,7 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
       }
     }
   }
+  setTuning(initialTuning(options, arena_.get()));
   // Online CPUs, not this process's affinity: launchers bind each rank to its own core.
   spin_before_block_ = topology_.localSize() <= static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   log(LogLevel::kDebug, "communicator ready: ", transportName(), ", local rank ", localRank(), "/",
@@ -93,6 +130,29 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
 }
 
 NativeCommunicator::~NativeCommunicator() = default;
+
+void NativeCommunicator::setTuning(const CommTuning& tuning) {
+  const int64_t slot =
+      arena_ ? static_cast<int64_t>(arena_->chunkBytes()) : std::numeric_limits<int64_t>::max();
+  if (tuning.small_allreduce_bytes < 0) {
+    throw makeError(ErrorCode::kInvalidArgument, "small-allreduce cutoff must be >= 0 bytes, not ",
+                    tuning.small_allreduce_bytes, " (", topology_.name(rank()), ")");
+  }
+  if (tuning.tcp_chunk_bytes < kMinChunkBytes) {
+    throw makeError(ErrorCode::kInvalidArgument, "TCP chunk must be at least ", kMinChunkBytes,
+                    " bytes, not ", tuning.tcp_chunk_bytes, " (", topology_.name(rank()), ")");
+  }
+  if (tuning.shm_chunk_bytes < kMinChunkBytes || tuning.shm_chunk_bytes > slot) {
+    throw makeError(ErrorCode::kInvalidArgument, "shared-memory chunk must be ", kMinChunkBytes,
+                    " bytes up to the slot size ", slot, " (RONDE_SHM_CHUNK_BYTES at start), not ",
+                    tuning.shm_chunk_bytes, " (", topology_.name(rank()), ")");
+  }
+  tuning_ = tuning;
+  // Whole cache lines: the reduction kernels' vector loads stay aligned in every chunk.
+  tuning_.shm_chunk_bytes = tuning.shm_chunk_bytes / 64 * 64;
+  hierarchical_ = hierarchical_possible_ && tuning.hierarchical_allreduce;
+  tuning_hash_ = hashTuning(tuning_);
+}
 
 const std::string& NativeCommunicator::host(int r) const {
   if (r < 0 || r >= size()) throw makeError(ErrorCode::kInvalidArgument, "no rank ", r);
@@ -148,11 +208,12 @@ template <typename Body>
 void NativeCommunicator::run(OpDescriptor descriptor, Body&& body) {
   checkUsable();
   descriptor.op_index = ++op_index_;
+  descriptor.tuning_hash = tuning_hash_;
   Call call;
   call.descriptor = descriptor;
   call.ctx.deadline = Deadline::after(options_.timeout);
   call.ctx.aborted = &aborted_;
-  call.ctx.chunk_bytes = static_cast<size_t>(options_.tcp_chunk_bytes);
+  call.ctx.chunk_bytes = static_cast<size_t>(tuning_.tcp_chunk_bytes);
   call.ctx.spin_before_block = spin_before_block_;
   // Describing the call costs more than a small shared-memory allreduce: only on error.
   call.ctx.describe = [this, d = &call.descriptor] { return describeOp(*d) + " on " + topology_.name(rank()); };
@@ -171,7 +232,9 @@ ShmOp NativeCommunicator::shmOp(const Call& call) const {
   op.wait.aborted = &aborted_;
   op.wait.describe = call.ctx.describe;
   op.descriptor = call.descriptor;
-  op.single_step_bytes = static_cast<size_t>(options_.small_allreduce_bytes);
+  op.single_step_bytes = static_cast<size_t>(tuning_.small_allreduce_bytes);
+  op.chunk_bytes = static_cast<size_t>(tuning_.shm_chunk_bytes);
+  op.direct_read = direct_read_ && tuning_.shm_direct_read;
   return op;
 }
 
@@ -209,7 +272,7 @@ void NativeCommunicator::allreduce(const void* in, void* out, size_t count, Data
     }
     copyScaled(out, in, count, type, scaling.prescale);
     verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
-    if (count * dataTypeSize(type) <= static_cast<size_t>(options_.small_allreduce_bytes) &&
+    if (count * dataTypeSize(type) <= static_cast<size_t>(tuning_.small_allreduce_bytes) &&
         isPowerOfTwo(size())) {
       recursiveDoublingAllreduce(world_, out, count, type, op, postscale, call.ctx);
     } else {

@@ -48,6 +48,10 @@ class NativeCommunicator final : public Communicator {
   std::shared_ptr<Store> store() const override { return options_.store; }
   std::string transportName() const override;
 
+  bool tunable() const override { return true; }
+  CommTuning tuning() const override { return tuning_; }
+  void setTuning(const CommTuning& tuning) override;
+
  protected:
   std::shared_ptr<Work> enqueue(std::function<void()> fn) override { return queue_.submit(std::move(fn)); }
 
@@ -75,9 +79,13 @@ class NativeCommunicator final : public Communicator {
   LinkGroup world_;                   // all ranks over TCP
   LinkGroup cross_;                   // same local rank on every host, over TCP
   bool shm_only_ = false;             // one host, shared memory for everything
+  bool hierarchical_possible_ = false;  // equal hosts, shm inside: cross_ is connected
   bool hierarchical_ = false;         // allreduce: shm inside hosts, ring across
+  CommTuning tuning_;                 // the knobs in force; changed only between collectives
+  uint32_t tuning_hash_ = 0;          // of tuning_, in every descriptor
   uint64_t op_index_ = 0;
   bool spin_before_block_ = false;    // every local rank has a CPU of its own
+  bool direct_read_ = false;          // every local rank can read every other's memory
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;

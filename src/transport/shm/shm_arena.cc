@@ -51,6 +51,10 @@ ShmArena::~ShmArena() { segment_.unlink(); }
 
 ShmArena::RankState& ShmArena::state(int local_rank) const { return header_->ranks[local_rank]; }
 
+int ShmArena::pid(int local_rank) const {
+  return state(local_rank).pid.load(std::memory_order_acquire);
+}
+
 char* ShmArena::slot(int local_rank, uint64_t step) const {
   size_t index = static_cast<size_t>(local_rank) * 2 + (step & 1);
   return slots_ + index * chunk_bytes_;

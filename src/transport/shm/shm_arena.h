@@ -78,6 +78,9 @@ class ShmArena {
   // Marks this rank aborted; peers blocked in waits fail with `reason`.
   void abort(const std::string& reason);
 
+  // The process id of a local rank (cross-memory reads of its buffers).
+  int pid(int local_rank) const;
+
   const std::string& memberName(int local_rank) const {
     return member_names_[static_cast<size_t>(local_rank)];
   }
