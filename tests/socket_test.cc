@@ -109,8 +109,8 @@ TEST(Socket, ConnectGivesUpAtTheDeadlineNamingThePeerAndWhy) {
 }
 
 TEST(Socket, AnUnresolvableHostSaysSo) {
-  Error error = errorOf(
-      [&] { connectTcp("no-such-host.invalid", 1, Deadline::after(100ms), "the store"); });
+  Error error =
+      errorOf([&] { connectTcp("no-such-host.invalid", 1, Deadline::after(100ms), "the store"); });
   EXPECT_EQ(error.code(), ErrorCode::kTimeout);
   EXPECT_TRUE(mentions(error, "cannot resolve host 'no-such-host.invalid'")) << error.what();
 }
@@ -203,8 +203,7 @@ TEST(NetAddress, SplitsHostAndPortAndRejectsMalformedOnes) {
   EXPECT_EQ(host, "10.0.0.2");
   EXPECT_EQ(port, 29500);
   for (const char* bad : {"10.0.0.2", ":1", "h:", "h:0", "h:65536", "h:12x"}) {
-    EXPECT_EQ(errorOf([&] { splitHostPort(bad, &host, &port); }).code(), ErrorCode::kConfig)
-        << bad;
+    EXPECT_EQ(errorOf([&] { splitHostPort(bad, &host, &port); }).code(), ErrorCode::kConfig) << bad;
   }
 }
 

@@ -13,8 +13,8 @@ namespace {
 // table of environment *detection*: it reads what mpirun and srun say, not ronde's own
 // settings (those are RONDE_*/HOROVOD_* in the typed table, src/common/settings.cc).
 struct LauncherVariables {
-  const char* launcher;            // the name reported: "mpirun" or "srun"
-  const char* rank;                // set: this launcher started the process
+  const char* launcher;  // the name reported: "mpirun" or "srun"
+  const char* rank;      // set: this launcher started the process
   const char* size;
   const char* job_id;              // identifies the job on the host
   const char* job_id_alternative;  // read when job_id is unset (nullptr: none)

@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "backends/backend_registry.h"
-#include "comm/external_launcher.h"
 #include "comm/elastic_world.h"
+#include "comm/external_launcher.h"
 #include "common/deadline.h"
 #include "common/logging.h"
 #include "common/net_address.h"

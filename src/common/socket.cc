@@ -50,7 +50,8 @@ std::vector<sockaddr_storage> resolveAddresses(const std::string& host, int port
   int status = ::getaddrinfo(any ? nullptr : host.c_str(), service.c_str(), &hints, &found);
   std::vector<sockaddr_storage> addresses;
   if (status != 0) {
-    if (error) *error = std::string("cannot resolve host '") + host + "': " + ::gai_strerror(status);
+    if (error)
+      *error = std::string("cannot resolve host '") + host + "': " + ::gai_strerror(status);
     return addresses;
   }
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -79,8 +80,7 @@ UniqueFd listenTcp(const std::string& address, int port, int backlog) {
     }
     last_error = std::strerror(errno);
   }
-  throw makeError(ErrorCode::kIo, "cannot listen on '", address, "' port ", port, ": ",
-                  last_error);
+  throw makeError(ErrorCode::kIo, "cannot listen on '", address, "' port ", port, ": ", last_error);
 }
 
 int boundPort(int fd) {
@@ -98,8 +98,7 @@ int boundPort(int fd) {
 namespace {
 
 // One pass over the resolved addresses; an empty fd (and why in *last_error) if none answered.
-UniqueFd tryConnect(const std::string& host, int port, Deadline deadline,
-                    std::string* last_error) {
+UniqueFd tryConnect(const std::string& host, int port, Deadline deadline, std::string* last_error) {
   for (const sockaddr_storage& a : resolveAddresses(host, port, AF_UNSPEC, last_error)) {
     UniqueFd fd(::socket(a.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) {
@@ -128,8 +127,7 @@ UniqueFd tryConnect(const std::string& host, int port, Deadline deadline,
 
 }  // namespace
 
-UniqueFd connectTcp(const std::string& host, int port, Deadline deadline,
-                    const std::string& who) {
+UniqueFd connectTcp(const std::string& host, int port, Deadline deadline, const std::string& who) {
   std::string last_error = "no attempt before the deadline";
   auto pause = std::chrono::duration_cast<Clock::duration>(kFirstConnectPause);
   for (;;) {

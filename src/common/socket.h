@@ -33,8 +33,7 @@ int boundPort(int fd);
 // Connects to host:port, trying every address the name resolves to and retrying refusals,
 // unreachable peers and failed lookups with a growing pause until the deadline (the peer may
 // not listen yet). Throws Error(kTimeout, "could not connect to <who>: <last reason>").
-UniqueFd connectTcp(const std::string& host, int port, Deadline deadline,
-                    const std::string& who);
+UniqueFd connectTcp(const std::string& host, int port, Deadline deadline, const std::string& who);
 
 // Accepts one waiting connection without blocking. Returns an empty fd with *error == 0 when
 // none waits, or with *error set to errno when accept failed (EMFILE, ENOBUFS, ...: the

@@ -105,12 +105,12 @@ class TcpStore : public Store {
   // The server may start after its clients: refused connections are retried until the
   // connect timeout. A wrong secret is not retried: it will not get any better.
   void connect() {
-    UniqueFd fd = connectTcp(host_, port_, Deadline::after(connect_timeout_),
-                             where_ + " within " + std::to_string(connect_timeout_.count()) + " ms");
-    authenticateConnection(fd.get(), secret_, /*is_server=*/false,
-                           Clock::now() + std::max<Clock::duration>(connect_timeout_,
-                                                                    kMinRequestTimeout),
-                           where_);
+    UniqueFd fd =
+        connectTcp(host_, port_, Deadline::after(connect_timeout_),
+                   where_ + " within " + std::to_string(connect_timeout_.count()) + " ms");
+    authenticateConnection(
+        fd.get(), secret_, /*is_server=*/false,
+        Clock::now() + std::max<Clock::duration>(connect_timeout_, kMinRequestTimeout), where_);
     fd_ = std::move(fd);
   }
 

@@ -61,6 +61,7 @@ TEST(CliDefaults, LauncherFlagsStateRunOptionsDefaults) {
 }
 
 TEST(CliDefaults, EveryTuningFlagSetsAVariableOfTheTable) {
+  // clang-format off: flag and value pairs read better packed than one word a line
   const auto settings = workerSettingsFromFlags(
       {"--fusion-threshold-mb", "2", "--cycle-time-ms", "3.5", "--cache-capacity", "7",
        "--hierarchical-allreduce", "--autotune", "--autotune-log-file", "a.csv",
@@ -68,6 +69,7 @@ TEST(CliDefaults, EveryTuningFlagSetsAVariableOfTheTable) {
        "--stall-check-warning-time-seconds", "9", "--stall-check-shutdown-time-seconds", "11",
        "--liveness-timeout-seconds", "13", "--log-level", "debug", "--start-timeout", "17",
        "--tcp"});
+  // clang-format on
   std::set<std::string> table;
   for (const Settings::Doc& doc : Settings::documentation()) table.insert("RONDE_" + doc.name);
   EXPECT_EQ(settings.size(), 15u);  // one variable per flag; the two hierarchical ones share one
