@@ -61,7 +61,8 @@ TEST(CliDefaults, LauncherFlagsStateRunOptionsDefaults) {
 }
 
 TEST(CliDefaults, EveryTuningFlagSetsAVariableOfTheTable) {
-  // clang-format off: flag and value pairs read better packed than one word a line
+  // Flag and value pairs read better packed than one word a line.
+  // clang-format off
   const auto settings = workerSettingsFromFlags(
       {"--fusion-threshold-mb", "2", "--cycle-time-ms", "3.5", "--cache-capacity", "7",
        "--hierarchical-allreduce", "--autotune", "--autotune-log-file", "a.csv",
