@@ -30,7 +30,7 @@ start=$(date +%s)
 echo "== ASan + UBSan: every C++ test (build-asan)"
 configure build-asan address
 cpp_tests=$(cd tests && ls ./*_test.cc | sed 's|^\./||; s|\.cc$||')
-ninja -C build-asan -j "$jobs" $cpp_tests launcher_host_list_test
+ninja -C build-asan -j "$jobs" $cpp_tests launcher_host_list_test launcher_cli_defaults_test
 # Left out: the pytest suites (python_, launcher_, elastic_driver/_training: an uninstrumented
 # interpreter, and a launcher this tree does not build; they run in the plain build). Also
 # left out here: the descriptor-exhaustion test lowers RLIMIT_NOFILE to 128 in a forked

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "common/net_address.h"
 #include "common/unique_fd.h"
 #include "support/multiprocess.h"
-#include "transport/tcp/socket_util.h"
 
 namespace ronde::testing {
 namespace {

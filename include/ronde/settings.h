@@ -80,6 +80,14 @@ struct Settings {
     std::string default_value;
   };
   static std::vector<Doc> documentation();
+
+  // "RONDE_<name>" for a setting of the table (name without prefix, e.g. "CYCLE_TIME"). A name
+  // the table lacks is a bug, Error(kInternal), so code that sets a worker's variable (the
+  // launcher's flags) cannot misspell one and set nothing.
+  static std::string variableName(const std::string& name);
+  // The table's default for one setting, as `ronde check-build --settings` prints it
+  // ("warning", "60"). Error(kInternal) for a name the table lacks.
+  static std::string defaultText(const std::string& name);
 };
 
 const char* transportKindName(TransportKind kind);

@@ -5,8 +5,8 @@
 #include "backends/native/native_communicator.h"
 #include "common/deadline.h"
 #include "common/logging.h"
+#include "common/net_address.h"
 #include "rendezvous/elastic_assignment.h"
-#include "transport/tcp/socket_util.h"
 
 namespace ronde {
 

@@ -8,10 +8,11 @@
 #include <thread>
 
 #include "backends/backend_registry.h"
-#include "comm/external_launcher.h"
 #include "comm/elastic_world.h"
+#include "comm/external_launcher.h"
+#include "common/deadline.h"
 #include "common/logging.h"
-#include "transport/tcp/socket_util.h"
+#include "common/net_address.h"
 
 namespace ronde {
 namespace {

@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 
 #include <cerrno>
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <utility>
 
 #include "common/sha256.h"
+#include "common/socket.h"
 #include "ronde/errors.h"
 
 namespace ronde {
@@ -35,23 +35,11 @@ bool sameBytes(const std::string& a, const std::string& b) {
   return difference == 0;
 }
 
-// Waits until `fd` is ready for `events` or the deadline passes.
-void waitReady(int fd, short events, std::chrono::steady_clock::time_point deadline,
-               const std::string& peer_description) {
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      throw makeError(ErrorCode::kTimeout, "job-secret handshake with ", peer_description,
-                      " timed out");
-    }
-    pollfd entry{fd, events, 0};
-    int ready = ::poll(&entry, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1000)));
-    if (ready > 0) return;  // errors and hang-ups surface in the following send/recv
-    if (ready < 0 && errno != EINTR) {
-      throw makeError(ErrorCode::kIo, "poll during handshake with ", peer_description, ": ",
-                      std::strerror(errno));
-    }
+// Errors and hang-ups surface in the send/recv that follows the wait.
+void waitOrTimeOut(int fd, short events, Deadline deadline, const std::string& peer_description) {
+  if (!waitReady(fd, events, deadline)) {
+    throw makeError(ErrorCode::kTimeout, "job-secret handshake with ", peer_description,
+                    " timed out");
   }
 }
 
@@ -102,19 +90,19 @@ void authenticateConnection(int fd, const std::string& secret, bool is_server,
                             std::chrono::steady_clock::time_point deadline,
                             const std::string& peer_description) {
   if (secret.empty()) return;
+  const Deadline until(deadline);
   SecretHandshake handshake(secret, is_server);
   std::string pending;
   for (;;) {
     pending += handshake.takeOutgoing();
     while (!pending.empty()) {
-      waitReady(fd, POLLOUT, deadline, peer_description);
-      ssize_t sent = ::send(fd, pending.data(), pending.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (sent < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+      waitOrTimeOut(fd, POLLOUT, until, peer_description);
+      SocketIo io = sendSome(fd, pending.data(), pending.size());
+      if (io.error != 0) {
         throw makeError(ErrorCode::kPeerLost, "job-secret handshake with ", peer_description,
-                        ": send: ", std::strerror(errno));
+                        ": send: ", std::strerror(io.error));
       }
-      pending.erase(0, size_t(sent));
+      pending.erase(0, io.bytes);
     }
     if (handshake.state() == SecretHandshake::State::kPassed) return;
     if (handshake.state() == SecretHandshake::State::kFailed) {
@@ -122,18 +110,17 @@ void authenticateConnection(int fd, const std::string& secret, bool is_server,
                       " did not prove the job secret");
     }
     uint8_t buffer[SecretHandshake::kNonceSize + SecretHandshake::kAnswerSize];
-    waitReady(fd, POLLIN, deadline, peer_description);
-    ssize_t got = ::recv(fd, buffer, handshake.bytesWanted(), MSG_DONTWAIT);
-    if (got == 0) {
+    waitOrTimeOut(fd, POLLIN, until, peer_description);
+    SocketIo io = recvSome(fd, buffer, handshake.bytesWanted());
+    if (io.closed) {
       throw makeError(ErrorCode::kPeerLost, peer_description,
                       " closed the connection during the job-secret handshake");
     }
-    if (got < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+    if (io.error != 0) {
       throw makeError(ErrorCode::kPeerLost, "job-secret handshake with ", peer_description,
-                      ": recv: ", std::strerror(errno));
+                      ": recv: ", std::strerror(io.error));
     }
-    handshake.feed(buffer, size_t(got));
+    handshake.feed(buffer, io.bytes);
   }
 }
 

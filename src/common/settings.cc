@@ -296,6 +296,26 @@ std::vector<Settings::Doc> Settings::documentation() {
   return docs;
 }
 
+namespace {
+
+const Field& fieldNamed(const std::string& name) {
+  for (const Field& field : kFields) {
+    if (name == field.name) return field;
+  }
+  RONDE_CHECK(false, "'" << name << "' is not a setting of the table in settings.cc");
+  return kFields[0];
+}
+
+}  // namespace
+
+std::string Settings::variableName(const std::string& name) {
+  return std::string("RONDE_") + fieldNamed(name).name;
+}
+
+std::string Settings::defaultText(const std::string& name) {
+  return format(fieldNamed(name), Settings());
+}
+
 const char* transportKindName(TransportKind kind) {
   switch (kind) {
     case TransportKind::kAuto: return "auto";

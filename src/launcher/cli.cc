@@ -8,6 +8,7 @@
 
 #include "launcher/run_options.h"
 #include "launcher/worker_env.h"
+#include "ronde/errors.h"
 #include "ronde/settings.h"
 
 namespace ronde::launcher {
@@ -22,14 +23,10 @@ const std::map<std::string, std::string>& singleDashSpellings() {
   return spellings;
 }
 
-void setVariable(EnvList* env, const std::string& name, const std::string& value) {
-  for (auto& entry : *env) {
-    if (entry.first == name) {
-      entry.second = value;
-      return;
-    }
-  }
-  env->emplace_back(name, value);
+std::string upperCase(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return text;
 }
 
 std::string formatNumber(double value) {
@@ -64,17 +61,22 @@ CLI::Validator above(double bound) {
       "NUMBER>" + formatNumber(bound));
 }
 
-// Tuning flags become RONDE_* variables for the workers' Settings; the names are the
-// contract with settings.cc.
+std::string byDefault(const std::string& text) { return " (default " + text + ")"; }
+std::string byDefault(double value) { return byDefault(formatNumber(value)); }
+// The default of a worker setting, from the typed table (settings.cc).
+std::string tableDefault(const char* setting) { return byDefault(Settings::defaultText(setting)); }
+
+// Tuning flags become RONDE_* variables for the workers' Settings. The variable names and the
+// defaults the help states both come from the typed table, never a second copy: a name the
+// table lacks fails here, when the command line is built.
 void addTuningOptions(CLI::App* run, RunOptions* options) {
   EnvList* env = &options->settings;
-  // The defaults the help states are the workers' own (settings.h), never a second copy.
   const Settings defaults;
-  auto byDefault = [](double value) { return " (default " + formatNumber(value) + ")"; };
+  auto variable = [](const char* setting) { return Settings::variableName(setting); };
   run->add_option_function<double>(
          "--fusion-threshold-mb",
-         [env](double mb) {
-           setVariable(env, "RONDE_FUSION_THRESHOLD",
+         [env, name = variable("FUSION_THRESHOLD")](double mb) {
+           setVariable(env, name,
                        std::to_string(static_cast<int64_t>(std::llround(mb * 1024 * 1024))));
          },
          "Tensor fusion buffer size in MiB; 0 disables fusion" +
@@ -83,94 +85,109 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
       ->group("Tuning");
   run->add_option_function<double>(
          "--cycle-time-ms",
-         [env](double ms) { setVariable(env, "RONDE_CYCLE_TIME", formatNumber(ms)); },
-         "Time between fusion cycles in milliseconds" + byDefault(defaults.cycle_time_ms))
+         [env, name = variable("CYCLE_TIME")](double ms) {
+           setVariable(env, name, formatNumber(ms));
+         },
+         "Time between fusion cycles in milliseconds" + tableDefault("CYCLE_TIME"))
       ->check(atLeast(0))
       ->group("Tuning");
   run->add_option_function<int>(
          "--cache-capacity",
-         [env](int n) { setVariable(env, "RONDE_CACHE_CAPACITY", std::to_string(n)); },
-         "Entries in the response cache; 0 disables it" + byDefault(defaults.cache_capacity))
+         [env, name = variable("CACHE_CAPACITY")](int n) {
+           setVariable(env, name, std::to_string(n));
+         },
+         "Entries in the response cache; 0 disables it" + tableDefault("CACHE_CAPACITY"))
       ->check(atLeast(0))
       ->group("Tuning");
   run->add_flag_callback(
          "--hierarchical-allreduce",
-         [env] { setVariable(env, "RONDE_HIERARCHICAL_ALLREDUCE", "1"); },
+         [env, name = variable("HIERARCHICAL_ALLREDUCE")] { setVariable(env, name, "1"); },
          "Allreduce across hosts in two levels: inside each host, then across hosts")
       ->group("Tuning");
   run->add_flag_callback(
          "--no-hierarchical-allreduce",
-         [env] { setVariable(env, "RONDE_HIERARCHICAL_ALLREDUCE", "0"); },
+         [env, name = variable("HIERARCHICAL_ALLREDUCE")] { setVariable(env, name, "0"); },
          "Allreduce with one flat algorithm across all ranks")
       ->group("Tuning");
   run->add_flag_callback(
-         "--autotune", [env] { setVariable(env, "RONDE_AUTOTUNE", "1"); },
+         "--autotune", [env, name = variable("AUTOTUNE")] { setVariable(env, name, "1"); },
          "Tune fusion and cycle time while training runs")
       ->group("Tuning");
   run->add_option_function<std::string>(
          "--autotune-log-file",
-         [env](const std::string& path) { setVariable(env, "RONDE_AUTOTUNE_LOG", path); },
+         [env, name = variable("AUTOTUNE_LOG")](const std::string& path) {
+           setVariable(env, name, path);
+         },
          "CSV log of the autotuning trials")
       ->group("Tuning");
   run->add_option_function<std::string>(
          "--timeline-filename",
-         [env](const std::string& path) { setVariable(env, "RONDE_TIMELINE", path); },
+         [env, name = variable("TIMELINE")](const std::string& path) {
+           setVariable(env, name, path);
+         },
          "Write a timeline of collective operations (Chrome trace JSON) to this file")
       ->group("Timeline");
   run->add_flag_callback(
-         "--timeline-mark-cycles", [env] { setVariable(env, "RONDE_TIMELINE_MARK_CYCLES", "1"); },
+         "--timeline-mark-cycles",
+         [env, name = variable("TIMELINE_MARK_CYCLES")] { setVariable(env, name, "1"); },
          "Mark fusion cycles on the timeline")
       ->group("Timeline");
   run->add_flag_callback(
-         "--no-stall-check", [env] { setVariable(env, "RONDE_STALL_CHECK_DISABLE", "1"); },
+         "--no-stall-check",
+         [env, name = variable("STALL_CHECK_DISABLE")] { setVariable(env, name, "1"); },
          "Do not warn about ranks that stall")
       ->group("Stall check");
   run->add_option_function<double>(
          "--stall-check-warning-time-seconds",
-         [env](double s) { setVariable(env, "RONDE_STALL_CHECK_TIME_SECONDS", formatNumber(s)); },
-         "Warn when ranks wait this long for others" + byDefault(defaults.stall_check_seconds))
+         [env, name = variable("STALL_CHECK_TIME_SECONDS")](double s) {
+           setVariable(env, name, formatNumber(s));
+         },
+         "Warn when ranks wait this long for others" + tableDefault("STALL_CHECK_TIME_SECONDS"))
       ->check(atLeast(0))
       ->group("Stall check");
   run->add_option_function<double>(
          "--stall-check-shutdown-time-seconds",
-         [env](double s) {
-           setVariable(env, "RONDE_STALL_SHUTDOWN_TIME_SECONDS", formatNumber(s));
+         [env, name = variable("STALL_SHUTDOWN_TIME_SECONDS")](double s) {
+           setVariable(env, name, formatNumber(s));
          },
          "Shut down when ranks wait this long for others; 0 never" +
-             byDefault(defaults.stall_shutdown_seconds))
+             tableDefault("STALL_SHUTDOWN_TIME_SECONDS"))
       ->check(atLeast(0))
       ->group("Stall check");
   run->add_option_function<double>(
          "--liveness-timeout-seconds",
-         [env](double s) { setVariable(env, "RONDE_LIVENESS_TIMEOUT_SECONDS", formatNumber(s)); },
+         [env, name = variable("LIVENESS_TIMEOUT_SECONDS")](double s) {
+           setVariable(env, name, formatNumber(s));
+         },
          "Fail the job when a rank's heartbeat stops this long (stopped or wedged); 0 never" +
-             byDefault(defaults.liveness_timeout_seconds))
+             tableDefault("LIVENESS_TIMEOUT_SECONDS"))
       ->check(atLeast(0))
       ->group("Stall check");
   run->add_option_function<std::string>(
          "--log-level",
-         [env](const std::string& level) {
-           std::string upper = level;
-           std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
-           setVariable(env, "RONDE_LOG_LEVEL", upper);
+         [env, name = variable("LOG_LEVEL")](const std::string& level) {
+           setVariable(env, name, upperCase(level));
          },
-         "Workers' log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL (default WARNING)")
+         "Workers' log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL" +
+             byDefault(upperCase(Settings::defaultText("LOG_LEVEL"))))
       ->check(
           CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}, CLI::ignore_case))
       ->group("Logging");
   run->add_option_function<double>(
          "--start-timeout",
-         [options, env](double s) {
+         [options, env, name = variable("START_TIMEOUT")](double s) {
            options->start_timeout_seconds = s;
-           setVariable(env, "RONDE_START_TIMEOUT", formatNumber(s));
+           setVariable(env, name, formatNumber(s));
          },
-         "Seconds for the launcher's host checks and for all ranks to meet (default " +
-             formatNumber(RunOptions{}.start_timeout_seconds) + " / " +
-             formatNumber(defaults.start_timeout_seconds) + ")")
+         "Seconds for the launcher's host checks and for all ranks to meet" +
+             byDefault(formatNumber(RunOptions{}.start_timeout_seconds) + " / " +
+                       Settings::defaultText("START_TIMEOUT")))
       ->check(above(0));
 }
 
+// The launcher's own defaults are RunOptions' initialisers; the help reads them from there.
 void addRunOptions(CLI::App* run, RunOptions* options) {
+  const RunOptions defaults;
   run->add_option_function<int>(
       "--num-proc,--np",
       [options](int n) {
@@ -205,7 +222,8 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
   run->add_flag("--prefix-output-with-timestamp", options->prefix_timestamp,
                 "Prefix each line of output with the time");
   run->add_option("--grace-period", options->grace_seconds,
-                  "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)")
+                  "Seconds between SIGTERM and SIGKILL when stopping workers" +
+                      byDefault(defaults.grace_seconds))
       ->check(atLeast(0));
   run->add_flag("--verbose", options->verbose, "Tell where each rank runs and how it exits");
   run->add_option("--bind-to", options->bind_to,
@@ -230,7 +248,8 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
       ->check(CLI::PositiveNumber)
       ->group("Elastic");
   run->add_option("--slots-per-host", elastic->slots_per_host,
-                  "Elastic: workers per discovered host without ':slots' (default 1)")
+                  "Elastic: workers per discovered host without ':slots'" +
+                      byDefault(defaults.elastic.slots_per_host))
       ->check(CLI::PositiveNumber)
       ->group("Elastic");
   run->add_option("--reset-limit", elastic->reset_limit,
@@ -250,18 +269,23 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
       ->check(atLeast(0))
       ->group("Elastic");
   run->add_option("--elastic-timeout", elastic->elastic_timeout_seconds,
-                  "Elastic: seconds to wait for --min-np slots before stopping (default 600)")
+                  "Elastic: seconds to wait for --min-np slots before stopping" +
+                      byDefault(defaults.elastic.elastic_timeout_seconds))
       ->check(above(0))
       ->group("Elastic");
   run->add_option("--host-discovery-timeout", elastic->discovery_timeout_seconds,
-                  "Elastic: longest run of the discovery script (default 10)")
+                  "Elastic: longest run of the discovery script" +
+                      byDefault(defaults.elastic.discovery_timeout_seconds))
       ->check(above(0))
       ->group("Elastic");
   run->add_flag("--disable-cache,--gloo")
       ->description("Accepted for horovodrun compatibility; no effect")
       ->group("");
   run->add_flag_callback(
-      "--tcp", [options] { setVariable(&options->settings, "RONDE_TRANSPORT", "tcp"); },
+      "--tcp",
+      [options, name = Settings::variableName("TRANSPORT")] {
+        setVariable(&options->settings, name, "tcp");
+      },
       "Move data over TCP only, also between ranks of one host");
   addTuningOptions(run, options);
 }
@@ -312,6 +336,28 @@ SplitArguments splitRunArguments(const std::vector<std::string>& args,
   }
   split.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   return split;
+}
+
+std::string runOptionDescription(const std::string& flag) {
+  CLI::App run{"ronde run", "run"};
+  RunOptions options;
+  addRunOptions(&run, &options);
+  const CLI::Option* option = run.get_option_no_throw(flag);
+  return option != nullptr ? option->get_description() : "";
+}
+
+std::vector<std::pair<std::string, std::string>> workerSettingsFromFlags(
+    const std::vector<std::string>& flags) {
+  CLI::App run{"ronde run", "run"};
+  RunOptions options;
+  addRunOptions(&run, &options);
+  std::vector<std::string> reversed(flags.rbegin(), flags.rend());  // CLI11 wants them so
+  try {
+    run.parse(reversed);
+  } catch (const CLI::ParseError& error) {
+    throw makeError(ErrorCode::kInvalidArgument, "ronde run: ", error.what());
+  }
+  return options.settings;
 }
 
 int runCommandLine(const std::vector<std::string>& args) {

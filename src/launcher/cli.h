@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ronde::launcher {
@@ -21,6 +22,15 @@ struct SplitArguments {
 SplitArguments splitRunArguments(const std::vector<std::string>& args,
                                  int (*takes_value)(const std::string& name, void* context),
                                  void* context);
+
+// The description of one `ronde run` flag ("--cycle-time-ms") as --help prints it, so tests
+// can hold the default it states against the settings table. Empty for an unknown flag.
+std::string runOptionDescription(const std::string& flag);
+
+// The RONDE_* variables that `ronde run FLAGS...` hands every worker (no command is run).
+// Error(kInvalidArgument) for flags that do not parse.
+std::vector<std::pair<std::string, std::string>> workerSettingsFromFlags(
+    const std::vector<std::string>& flags);
 
 // `python`: the interpreter whose frameworks to report ("" for python3 on PATH).
 int checkBuild(bool print_settings, const std::string& python);

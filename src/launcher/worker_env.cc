@@ -5,10 +5,9 @@
 #include <set>
 
 #include "ronde/errors.h"
+#include "ronde/settings.h"
 
 namespace ronde::launcher {
-namespace {
-
 void setVariable(EnvList* env, const std::string& name, const std::string& value) {
   for (auto& entry : *env) {
     if (entry.first == name) {
@@ -18,6 +17,8 @@ void setVariable(EnvList* env, const std::string& name, const std::string& value
   }
   env->emplace_back(name, value);
 }
+
+namespace {
 
 bool hasPrefix(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
@@ -44,17 +45,17 @@ EnvList workerVariables(const RankPlacement& placement, const std::string& hostn
       {"CROSS_SIZE", placement.cross_size},
   };
   for (const auto& [name, value] : identity) {
-    setVariable(&env, std::string("RONDE_") + name, std::to_string(value));
+    setVariable(&env, Settings::variableName(name), std::to_string(value));
   }
   // Horovod scripts read their own names; the values are the same.
   for (const auto& [name, value] : identity) {
     setVariable(&env, std::string("HOROVOD_") + name, std::to_string(value));
   }
-  setVariable(&env, "RONDE_HOSTNAME", hostname);
-  setVariable(&env, "RONDE_STORE_ADDRESS", store_address);
-  setVariable(&env, "RONDE_SECRET", job.secret);
+  setVariable(&env, Settings::variableName("HOSTNAME"), hostname);
+  setVariable(&env, Settings::variableName("STORE_ADDRESS"), store_address);
+  setVariable(&env, Settings::variableName("SECRET"), job.secret);
   if (!job.network_interface.empty()) {
-    setVariable(&env, "RONDE_INTERFACE", job.network_interface);
+    setVariable(&env, Settings::variableName("INTERFACE"), job.network_interface);
   }
   for (const auto& [name, value] : job.settings) setVariable(&env, name, value);
   for (const auto& [name, value] : job.passed) setVariable(&env, name, value);

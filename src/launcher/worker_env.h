@@ -43,4 +43,7 @@ EnvList forwardedSettings(char* const* environ, const EnvList& ours);
 
 bool isValidVariableName(const std::string& name);
 
+// Sets name=value in env, replacing an earlier value of the same name.
+void setVariable(EnvList* env, const std::string& name, const std::string& value);
+
 }  // namespace ronde::launcher

@@ -1,19 +1,10 @@
 // Client of TcpStoreServer: one connection, one request in flight at a time (a mutex around
 // each request/response), every wait bounded by a deadline.
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <mutex>
-#include <thread>
 
 #include "common/secret_handshake.h"
-#include "common/unique_fd.h"
+#include "common/socket.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "ronde/errors.h"
 #include "ronde/store.h"
@@ -31,7 +22,6 @@ constexpr auto kMinRequestTimeout = std::chrono::seconds(10);
 // The server answers a timed-out GET itself at the caller's deadline; the client waits this
 // much longer for that answer before it gives up on the connection.
 constexpr auto kGetGrace = std::chrono::seconds(2);
-constexpr auto kConnectRetryPause = std::chrono::milliseconds(50);
 
 class TcpStore : public Store {
  public:
@@ -115,119 +105,22 @@ class TcpStore : public Store {
   // The server may start after its clients: refused connections are retried until the
   // connect timeout. A wrong secret is not retried: it will not get any better.
   void connect() {
-    const auto deadline = Clock::now() + connect_timeout_;
-    std::string last_error = "no attempt";
-    for (;;) {
-      UniqueFd fd = tryConnect(deadline, &last_error);
-      if (fd) {
-        int one = 1;
-        ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        authenticateConnection(fd.get(), secret_, /*is_server=*/false,
-                               Clock::now() + std::max<Clock::duration>(connect_timeout_,
-                                                                        kMinRequestTimeout),
-                               where_);
-        fd_ = std::move(fd);
-        return;
-      }
-      const auto now = Clock::now();
-      if (now >= deadline) {
-        throw makeError(ErrorCode::kTimeout, "could not connect to ", where_, " within ",
-                        connect_timeout_.count(), " ms: ", last_error);
-      }
-      std::this_thread::sleep_for(std::min<Clock::duration>(kConnectRetryPause, deadline - now));
-    }
-  }
-
-  // One pass over the resolved addresses; returns an empty fd (and why) if none answered.
-  UniqueFd tryConnect(Clock::time_point deadline, std::string* last_error) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    addrinfo* found = nullptr;
-    int status = ::getaddrinfo(host_.c_str(), std::to_string(port_).c_str(), &hints, &found);
-    if (status != 0) {
-      *last_error = std::string("cannot resolve host: ") + ::gai_strerror(status);
-      return UniqueFd();
-    }
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
-    for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
-      UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      if (!fd) {
-        *last_error = std::strerror(errno);
-        continue;
-      }
-      if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0) return fd;
-      if (errno != EINPROGRESS) {
-        *last_error = std::strerror(errno);
-        continue;
-      }
-      if (!waitReady(fd.get(), POLLOUT, deadline)) {
-        *last_error = "connect timed out";
-        continue;
-      }
-      int error = 0;
-      socklen_t length = sizeof(error);
-      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
-      if (error == 0) return fd;
-      *last_error = std::strerror(error);
-    }
-    return UniqueFd();
-  }
-
-  // False once the deadline passes.
-  bool waitReady(int fd, short events, Clock::time_point deadline) {
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) return false;
-      pollfd entry{fd, events, 0};
-      int ready = ::poll(&entry, 1, int(std::min<int64_t>(left.count() + 1, 1000)));
-      if (ready > 0) return true;
-      if (ready < 0 && errno != EINTR) return true;  // the next send/recv reports the error
-    }
+    UniqueFd fd =
+        connectTcp(host_, port_, Deadline::after(connect_timeout_),
+                   where_ + " within " + std::to_string(connect_timeout_.count()) + " ms");
+    authenticateConnection(
+        fd.get(), secret_, /*is_server=*/false,
+        Clock::now() + std::max<Clock::duration>(connect_timeout_, kMinRequestTimeout), where_);
+    fd_ = std::move(fd);
   }
 
   void sendAll(const std::string& data, Clock::time_point deadline) {
-    size_t done = 0;
-    while (done < data.size()) {
-      ssize_t sent = ::send(fd_.get(), data.data() + done, data.size() - done, MSG_NOSIGNAL);
-      if (sent >= 0) {
-        done += size_t(sent);
-        continue;
-      }
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        throw makeError(ErrorCode::kPeerLost, "lost connection to ", where_, ": ",
-                        std::strerror(errno));
-      }
-      if (!waitReady(fd_.get(), POLLOUT, deadline)) {
-        throw makeError(ErrorCode::kTimeout, where_, " did not accept a request in time");
-      }
-    }
+    sendFully(fd_.get(), data.data(), data.size(), Deadline(deadline), where_);
   }
 
   std::string receiveExact(size_t size, Clock::time_point deadline) {
     std::string data(size, '\0');
-    size_t done = 0;
-    while (done < size) {
-      ssize_t got = ::recv(fd_.get(), data.data() + done, size - done, 0);
-      if (got > 0) {
-        done += size_t(got);
-        continue;
-      }
-      if (got == 0) {
-        throw makeError(ErrorCode::kPeerLost, "lost connection to ", where_,
-                        " (the server closed it)");
-      }
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        throw makeError(ErrorCode::kPeerLost, "lost connection to ", where_, ": ",
-                        std::strerror(errno));
-      }
-      if (!waitReady(fd_.get(), POLLIN, deadline)) {
-        throw makeError(ErrorCode::kTimeout, where_, " did not answer in time");
-      }
-    }
+    recvFully(fd_.get(), data.data(), size, Deadline(deadline), where_);
     return data;
   }
 

@@ -4,13 +4,9 @@
 // secret handshake runs inside the same loop, so a silent or hostile peer never stalls others.
 // Unauthenticated connections are capped and timed out, and a failing accept() (no file
 // descriptors left) pauses the listener instead of spinning on it.
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -24,7 +20,7 @@
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/secret_handshake.h"
-#include "common/unique_fd.h"
+#include "common/socket.h"
 #include "rendezvous/counter.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "ronde/errors.h"
@@ -46,22 +42,6 @@ constexpr size_t kReadBudget = 1 << 20;
 // Caps a client-supplied GET timeout so deadline arithmetic cannot overflow.
 constexpr uint64_t kMaxWaitMs = uint64_t(365) * 24 * 3600 * 1000;
 
-std::string describePeer(const sockaddr_storage& address) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (address.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-    ::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof(host));
-    port = ntohs(v4.sin_port);
-  } else if (address.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
-    ::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof(host));
-    port = ntohs(v6.sin6_port);
-    return std::string("[") + host + "]:" + std::to_string(port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
-
 struct Connection {
   uint64_t id = 0;
   UniqueFd fd;
@@ -81,49 +61,11 @@ struct Connection {
 };
 
 UniqueFd bindListener(const std::string& bind_address, int port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  // "" and "0.0.0.0" both mean every IPv4 interface (a null node with AI_PASSIVE).
-  const bool any = bind_address.empty() || bind_address == "0.0.0.0";
-  hints.ai_family = any ? AF_INET : AF_UNSPEC;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  int status = ::getaddrinfo(any ? nullptr : bind_address.c_str(), service.c_str(), &hints, &found);
-  if (status != 0) {
-    throw makeError(ErrorCode::kIo, "rendezvous store server: cannot resolve bind address '",
-                    bind_address, "': ", ::gai_strerror(status));
+  try {
+    return listenTcp(bind_address, port, SOMAXCONN);
+  } catch (const Error& error) {
+    throw Error(error.code(), std::string("rendezvous store server: ") + error.what());
   }
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
-  std::string last_error = "no address";
-  for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
-    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd) {
-      last_error = std::strerror(errno);
-      continue;
-    }
-    // Lets a restarted server (or the next test) rebind while old connections sit in TIME_WAIT.
-    int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd.get(), SOMAXCONN) == 0) {
-      return fd;
-    }
-    last_error = std::strerror(errno);
-  }
-  throw makeError(ErrorCode::kIo, "rendezvous store server: cannot listen on '", bind_address,
-                  "' port ", port, ": ", last_error);
-}
-
-int boundPort(int fd) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw makeError(ErrorCode::kIo, "rendezvous store server: getsockname: ", std::strerror(errno));
-  }
-  if (address.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
-  }
-  return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
 }
 
 }  // namespace
@@ -323,14 +265,12 @@ void TcpStoreServer::Impl::acceptAll() {
     const Clock::time_point now = Clock::now();
     const Pending pending = secret.empty() ? Pending{} : pendingHandshakes();
     if (!listenerWanted(now, pending)) return;  // the rest wait in the kernel's backlog
-    sockaddr_storage address{};
-    socklen_t length = sizeof(address);
-    UniqueFd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length,
-                          SOCK_NONBLOCK | SOCK_CLOEXEC));
+    std::string peer;
+    int error = 0;
+    UniqueFd fd = acceptNow(listener.get(), &peer, &error);
     if (!fd) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      // Anything else (EMFILE, ENFILE, ENOBUFS, ...) leaves the listener readable: rest it.
-      if (errno != EAGAIN && errno != EWOULDBLOCK) backOffAccepting(errno, now);
+      // A failure (EMFILE, ENFILE, ENOBUFS, ...) leaves the listener readable: rest it.
+      if (error != 0) backOffAccepting(error, now);
       return;
     }
     if (accept_failures > 0) {
@@ -340,12 +280,10 @@ void TcpStoreServer::Impl::acceptAll() {
       accept_pause = Clock::duration::zero();
     }
     if (atCap(pending)) evictForNewcomer(*pending.oldest, pending.count);
-    int one = 1;
-    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto connection = std::make_unique<Connection>();
     connection->fd = std::move(fd);
     connection->id = next_id++;
-    connection->peer = describePeer(address);
+    connection->peer = std::move(peer);
     connection->accepted_at = now;
     if (!secret.empty()) {
       connection->handshake = std::make_unique<SecretHandshake>(secret, /*is_server=*/true);
@@ -362,15 +300,12 @@ void TcpStoreServer::Impl::readFrom(Connection& connection) {
   char buffer[64 * 1024];
   size_t budget = kReadBudget;
   while (budget > 0) {
-    ssize_t got = ::recv(connection.fd.get(), buffer, sizeof(buffer), 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return drop(connection, std::string("recv: ") + std::strerror(errno));
-    }
-    if (got == 0) return drop(connection, "");  // an ordinary hang-up
-    connection.input.append(buffer, size_t(got));
-    budget -= std::min(budget, size_t(got));
+    SocketIo io = recvSome(connection.fd.get(), buffer, sizeof(buffer));
+    if (io.error != 0) return drop(connection, std::string("recv: ") + std::strerror(io.error));
+    if (io.closed) return drop(connection, "");  // an ordinary hang-up
+    if (io.bytes == 0) break;
+    connection.input.append(buffer, io.bytes);
+    budget -= std::min(budget, io.bytes);
   }
   if (connection.handshake) {
     SecretHandshake& handshake = *connection.handshake;
@@ -470,15 +405,14 @@ void TcpStoreServer::Impl::respond(Connection& connection, Status status,
 void TcpStoreServer::Impl::flush(Connection& connection) {
   size_t sent_total = 0;
   while (sent_total < connection.output.size()) {
-    ssize_t sent = ::send(connection.fd.get(), connection.output.data() + sent_total,
-                          connection.output.size() - sent_total, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // poll reports POLLOUT later
+    SocketIo io = sendSome(connection.fd.get(), connection.output.data() + sent_total,
+                           connection.output.size() - sent_total);
+    if (io.error != 0) {
       connection.output.clear();
-      return drop(connection, std::string("send: ") + std::strerror(errno));
+      return drop(connection, std::string("send: ") + std::strerror(io.error));
     }
-    sent_total += size_t(sent);
+    if (io.bytes == 0) break;  // poll reports POLLOUT later
+    sent_total += io.bytes;
   }
   connection.output.erase(0, sent_total);
 }

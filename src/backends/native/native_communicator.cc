@@ -11,8 +11,8 @@
 #include "collectives/ring_verify.h"
 #include "comm/failure_record.h"
 #include "common/logging.h"
+#include "common/net_address.h"
 #include "common/reduce_kernels.h"
-#include "transport/tcp/socket_util.h"
 
 namespace ronde {
 namespace {

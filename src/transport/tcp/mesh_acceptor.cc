@@ -1,9 +1,6 @@
 #include "transport/tcp/mesh_acceptor.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,9 +9,9 @@
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/secret_handshake.h"
+#include "common/socket.h"
 #include "common/unique_fd.h"
 #include "ronde/errors.h"
-#include "transport/tcp/socket_util.h"
 #include "transport/tcp/tcp_link.h"
 
 namespace ronde {
@@ -43,15 +40,13 @@ enum class Progress { kRunning, kGreeted, kRefused };
 // Sends what is queued without blocking; false (with p.refused set) on a broken socket.
 bool flushSome(PendingPeer& p) {
   while (!p.outgoing.empty()) {
-    ssize_t sent =
-        ::send(p.fd.get(), p.outgoing.data(), p.outgoing.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      p.refused = std::string("send: ") + std::strerror(errno);
+    SocketIo io = sendSome(p.fd.get(), p.outgoing.data(), p.outgoing.size());
+    if (io.error != 0) {
+      p.refused = std::string("send: ") + std::strerror(io.error);
       return false;
     }
-    p.outgoing.erase(0, size_t(sent));
+    if (io.bytes == 0) return true;
+    p.outgoing.erase(0, io.bytes);
   }
   return true;
 }
@@ -63,20 +58,19 @@ Progress advance(PendingPeer& p, const MeshAcceptorOptions& options) {
     uint8_t buffer[SecretHandshake::kNonceSize + SecretHandshake::kAnswerSize];
     size_t wanted = p.handshake ? p.handshake->bytesWanted() : sizeof(MeshHello) - p.hello_bytes;
     uint8_t* into = p.handshake ? buffer : reinterpret_cast<uint8_t*>(&p.hello) + p.hello_bytes;
-    ssize_t got = ::recv(p.fd.get(), into, wanted, MSG_DONTWAIT);
-    if (got == 0) {
+    SocketIo io = recvSome(p.fd.get(), into, wanted);
+    if (io.closed) {
       p.refused = p.handshake ? "it closed the connection during the job-secret handshake"
                               : "it closed the connection before naming its rank";
       return Progress::kRefused;
     }
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Progress::kRunning;
-      p.refused = std::string("recv: ") + std::strerror(errno);
+    if (io.error != 0) {
+      p.refused = std::string("recv: ") + std::strerror(io.error);
       return Progress::kRefused;
     }
+    if (io.bytes == 0) return Progress::kRunning;
     if (p.handshake) {
-      p.handshake->feed(buffer, size_t(got));
+      p.handshake->feed(buffer, io.bytes);
       p.outgoing += p.handshake->takeOutgoing();
       if (p.handshake->state() == SecretHandshake::State::kFailed) {
         flushSome(p);  // our answer tells an honest peer with a wrong secret what happened
@@ -87,7 +81,7 @@ Progress advance(PendingPeer& p, const MeshAcceptorOptions& options) {
       if (p.handshake->state() == SecretHandshake::State::kPassed) p.handshake.reset();
       continue;
     }
-    p.hello_bytes += size_t(got);
+    p.hello_bytes += io.bytes;
     if (p.hello_bytes < sizeof(MeshHello)) continue;
     if (p.hello.magic != MeshHello::kMagic || p.hello.rank <= options.rank ||
         p.hello.rank >= options.size) {
@@ -183,27 +177,24 @@ std::vector<std::unique_ptr<Link>> acceptMeshPeers(int listen_fd,
     }
     if (ready <= 0 || !(fds[0].revents & POLLIN)) continue;
     for (;;) {
-      sockaddr_in address{};
-      socklen_t length = sizeof(address);
-      UniqueFd fd(::accept4(listen_fd, reinterpret_cast<sockaddr*>(&address), &length,
-                            SOCK_CLOEXEC | SOCK_NONBLOCK));
+      std::string peer_address;
+      int error = 0;
+      UniqueFd fd = acceptNow(listen_fd, &peer_address, &error);
       if (!fd) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        if (error == 0) break;
+        if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
           if (!accept_failing) {
             log(LogLevel::kWarning, options.names[size_t(options.rank)],
-                ": accept: ", std::strerror(errno), "; retrying until the start deadline");
+                ": accept: ", std::strerror(error), "; retrying until the start deadline");
           }
           accept_failing = true;
           listener_rests_until = now + kAcceptRest;
           break;
         }
         throw makeError(ErrorCode::kIo, options.names[size_t(options.rank)],
-                        ": accept: ", std::strerror(errno));
+                        ": accept: ", std::strerror(error));
       }
       accept_failing = false;
-      setNoDelay(fd.get());
       if (pending.size() >= std::max<size_t>(options.max_pending, 1)) {
         // Full of unproven connections: the oldest has had the longest chance.
         auto oldest = std::min_element(pending.begin(), pending.end(),
@@ -215,9 +206,7 @@ std::vector<std::unique_ptr<Link>> acceptMeshPeers(int listen_fd,
         pending.erase(oldest);
       }
       PendingPeer p;
-      char text[INET_ADDRSTRLEN] = "?";
-      ::inet_ntop(AF_INET, &address.sin_addr, text, sizeof(text));
-      p.address = std::string(text) + ":" + std::to_string(ntohs(address.sin_port));
+      p.address = std::move(peer_address);
       p.fd = std::move(fd);
       p.accepted_at = now;
       p.deadline = std::min(deadline.at(), now + options.handshake_timeout);

@@ -7,10 +7,11 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "common/net_address.h"
 #include "common/secret_handshake.h"
+#include "common/socket.h"
 #include "ronde/errors.h"
 #include "transport/tcp/mesh_acceptor.h"
-#include "transport/tcp/socket_util.h"
 #include "transport/tcp/tcp_link.h"
 
 namespace ronde {
@@ -18,9 +19,9 @@ namespace ronde {
 std::unique_ptr<TcpMesh> TcpMesh::connect(Store& store, const Options& options, Deadline deadline) {
   auto mesh = std::make_unique<TcpMesh>();
   mesh->links_.resize(static_cast<size_t>(options.size));
-  int port = 0;
   // Room in the backlog for strangers too: they are accepted and dropped, not left queued.
-  UniqueFd listener = listenTcp(options.listen_address, 0, options.size + 64, &port);
+  UniqueFd listener = listenTcp(options.listen_address, 0, options.size + 64);
+  const int port = boundPort(listener.get());
   store.setString("tcp/" + std::to_string(options.rank), options.listen_address + ":" + std::to_string(port));
 
   // Accept on a thread while this one connects out, so no rank waits on a chain of others.
@@ -49,7 +50,7 @@ std::unique_ptr<TcpMesh> TcpMesh::connect(Store& store, const Options& options, 
       int peer_port = 0;
       splitHostPort(address, &host, &peer_port);
       const std::string& name = options.names[static_cast<size_t>(peer)];
-      UniqueFd fd = connectTcp(host, peer_port, deadline);
+      UniqueFd fd = connectTcp(host, peer_port, deadline, name + " at " + address);
       authenticateConnection(fd.get(), options.secret, false, deadline.at(), name);
       MeshHello hello{MeshHello::kMagic, options.rank};
       sendFully(fd.get(), &hello, sizeof(hello), deadline, name);
