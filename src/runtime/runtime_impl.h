@@ -1,8 +1,9 @@
 // The Runtime: requests from any thread go into `incoming_`; one background thread negotiates
-// them with the other ranks every cycle and runs what is ready on the communicator.
+// them with the other ranks every cycle over the control communicator and runs what is ready
+// on the data communicators (communicator_set.h).
 //
 // Two small threads watch it from outside: the liveness monitor (heartbeats; a silent peer
-// aborts the communicator, which wakes the background thread from any collective) and, on
+// aborts the communicators, which wakes the background thread from any collective) and, on
 // rank 0, the stall reporter (its warnings must appear while the background thread is stuck).
 //
 // Locking: mutex_ guards the hand-over between callers and the background thread (incoming_,
@@ -21,6 +22,7 @@
 
 #include "ronde/runtime.h"
 #include "runtime/autotuner.h"
+#include "runtime/communicator_set.h"
 #include "runtime/cycle_pacer.h"
 #include "runtime/descriptor.h"
 #include "runtime/executor.h"
@@ -91,7 +93,7 @@ class RuntimeImpl final : public Runtime {
   void autotuneCycle(const std::vector<Response>& ready);
 
   Settings settings_;
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<CommunicatorSet> comms_;  // control, world data, per-set data
   int rank_, size_, local_rank_, local_size_, cross_rank_, cross_size_;
   ProcessSets sets_;
 
