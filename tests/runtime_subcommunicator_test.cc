@@ -64,6 +64,32 @@ TEST(RuntimeSubcommunicators, SubCommunicatorOverSomeRanksOnly) {
   });
 }
 
+// Errors of a sub-communicator name ranks as the world knows them: {1, 2}'s second member is
+// rank 2, not its index 1.
+TEST(RuntimeSubcommunicators, ASubCommunicatorNamesPeersByTheirWorldRank) {
+  RankSpec spec;
+  spec.size = 3;
+  spec.transport = TransportKind::kTcp;
+  runRanks(spec, [](Communicator& world) {
+    if (world.rank() != 0) {
+      auto sub = world.subCommunicator({1, 2}, "pair");
+      if (world.rank() == 2) {
+        sub.reset();  // leaves: its links close under rank 1's allreduce
+      } else {
+        std::string seen;
+        try {
+          int32_t v = 1;
+          sub->allreduce(&v, &v, 1, DataType::kInt32, ReduceOp::kSum);
+        } catch (const Error& e) {
+          seen = e.what();
+        }
+        REQUIRE(seen.find("rank 2 (host") != std::string::npos, "rank 1 saw: '" << seen << "'");
+      }
+    }
+    world.barrier();
+  });
+}
+
 // A set {0, 1} in a world of 3 over TCP: each 4 MiB allreduce of the set would cost rank 2
 // about 2 x 2/3 x 4 MiB of socket traffic if it took part (a ring over the world). It must
 // see only the control plane's few bytes per cycle.

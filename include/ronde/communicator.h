@@ -52,6 +52,9 @@ struct CommOptions {
   // communicators one runtime builds from one world share the world's, so a failure on any of
   // them is named the same way on every rank.
   std::shared_ptr<Store> failure_store;
+  // How errors name each rank: its world rank, in a sub-communicator (subCommunicator sets
+  // it). Empty: by its rank in this communicator.
+  std::vector<int> rank_labels;
 
   // Copies the transport and algorithm fields from settings.
   static CommOptions fromSettings(const Settings& settings);

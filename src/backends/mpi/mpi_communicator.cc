@@ -82,6 +82,7 @@ void MpiCommunicator::meet() {
   std::vector<std::string> hosts;
   for (int r = 0; r < my_size; ++r) hosts.emplace_back(names.data() + r * kHostnameBytes);
   topology_ = Topology::fromHosts(my_rank, std::move(hosts));
+  topology_.labels = options_.rank_labels;
   log(LogLevel::kDebug, "MPI communicator ready: rank ", my_rank, "/", my_size, ", local rank ",
       localRank(), "/", localSize(), ", host ", crossRank(), "/", crossSize());
 }
@@ -92,6 +93,11 @@ std::unique_ptr<Communicator> MpiCommunicator::subCommunicator(const std::vector
   options.rank = indexInSubset(ranks);
   options.size = static_cast<int>(ranks.size());
   options.hostname = host(rank());
+  options.rank_labels.clear();
+  for (int r : ranks) {
+    options.rank_labels.push_back(
+        options_.rank_labels.empty() ? r : options_.rank_labels[static_cast<size_t>(r)]);
+  }
   if (options_.store) options.store = std::make_shared<PrefixStore>(options_.store, name);
   // MPI_Comm_create_group is collective over the group alone (MPI_Comm_split would need every
   // rank). Like MPI_Comm_dup at init it has no timeout: MPI offers none.

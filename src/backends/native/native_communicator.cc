@@ -42,12 +42,14 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
   const std::string hostname = options.hostname.empty() ? localHostname() : options.hostname;
   if (options.size == 1) {
     topology_ = Topology::fromHosts(0, {hostname});
+    topology_.labels = options.rank_labels;
     shm_only_ = true;
     return;
   }
   Store& store = *options.store;
   Deadline start = Deadline::after(options.start_timeout);
   topology_ = Topology::gather(store, options.rank, options.size, hostname, start);
+  topology_.labels = options.rank_labels;
   setLogPrefix("[ronde rank " + std::to_string(options.rank) + "]");
 
   const bool use_shm = options.transport != TransportKind::kTcp && topology_.localSize() > 1;
@@ -112,6 +114,11 @@ std::unique_ptr<Communicator> NativeCommunicator::subCommunicator(const std::vec
   options.rank = indexInSubset(ranks);
   options.size = static_cast<int>(ranks.size());
   options.hostname = host(rank());
+  options.rank_labels.clear();
+  for (int r : ranks) {
+    options.rank_labels.push_back(
+        options_.rank_labels.empty() ? r : options_.rank_labels[static_cast<size_t>(r)]);
+  }
   if (options_.store) options.store = std::make_shared<PrefixStore>(options_.store, name);
   return std::make_unique<NativeCommunicator>(options);
 }
