@@ -66,11 +66,11 @@ void Executor::span(const Part& part, const char* activity, Clock::time_point st
   timeline_->span(part.response->key.second, activity, start, Clock::now(), "");
 }
 
-void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& unit,
+bool Executor::run(const std::vector<Response>& responses, const ExecutionUnit& unit,
                    const Lookup& lookup, const Finish& finish) {
   // A unit holds responses of one process set; a rank outside it has nothing to do.
   comm_ = comms_.data(responses[unit.responses[0]].key.first);
-  if (comm_ == nullptr) return;
+  if (comm_ == nullptr) return false;
   std::vector<Part> parts;
   for (size_t index : unit.responses) {
     const Response& r = responses[index];
@@ -145,6 +145,7 @@ void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
     finish(p.response->key, p.error ? nullptr : p.output, p.error ? std::vector<int64_t>{} : result,
            p.error);
   }
+  return true;
 }
 
 void Executor::allreduceSingle(Part& part) {

@@ -33,7 +33,8 @@ class Executor {
   Executor(CommunicatorSet& comms, ProcessSets& sets) : comms_(comms), sets_(sets) {}
 
   void setTimeline(Timeline* timeline) { timeline_ = timeline; }
-  void run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
+  // False when this rank is outside the unit's process set (it did nothing).
+  bool run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
            const Finish& finish);
 
  private:

@@ -530,6 +530,7 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
     finish(key, std::move(output), std::move(result), std::move(error));
   };
   std::vector<ExecutionUnit> plan = planExecution(responses, fusion_threshold_);
+  size_t ran = 0;
   for (const ExecutionUnit& unit : plan) {
     if (timeline_) {
       auto now = Clock::now();
@@ -538,7 +539,7 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
           timeline_->span(responses[i].key.second, "QUEUE", ready_at, now, "");
       }
     }
-    executor_.run(responses, unit, lookup, done);
+    if (executor_.run(responses, unit, lookup, done)) ++ran;
     for (size_t i : unit.responses) {
       const Descriptor& d = responses[i].descriptor();
       if (d.kind != kRemoveProcessSetKind || !responses[i].error.empty()) continue;
@@ -551,7 +552,7 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
       }
     }
   }
-  return plan.size();
+  return ran;
 }
 
 void RuntimeImpl::finish(const RequestKey& key, std::shared_ptr<Tensor> output,

@@ -75,7 +75,7 @@ class RuntimeImpl final : public Runtime {
   bool exchangeCacheBits(bool need_full, std::vector<Response>* ready);
   // The full exchange: every rank's announcements, gathered to every rank.
   void exchangeAnnouncements(uint8_t flags, std::vector<Response>* ready, int* stopped_by);
-  size_t execute(std::vector<Response>& responses);  // returns the collectives run
+  size_t execute(std::vector<Response>& responses);  // returns the collectives this rank ran
   void finish(const RequestKey& key, std::shared_ptr<Tensor> output, std::vector<int64_t> result,
               std::exception_ptr error);
   void failEverything(std::exception_ptr error);
