@@ -50,6 +50,13 @@ struct CommOptions {
   // Which init of this rank in the job (Communicator::fromEnvironment counts them; 0: not
   // counted). It names the shm segment, so no two generations ever map the same one.
   int64_t generation = 0;
+  // Where the first failure is published (src/comm/failure_record.h); null: `store`. The
+  // communicators one runtime builds from one world share the world's, so a failure on any of
+  // them is named the same way on every rank.
+  std::shared_ptr<Store> failure_store;
+  // How errors name each rank: its world rank, in a sub-communicator (subCommunicator sets
+  // it). Empty: by its rank in this communicator.
+  std::vector<int> rank_labels;
 
   // Copies the transport and algorithm fields from settings.
   static CommOptions fromSettings(const Settings& settings);
@@ -127,6 +134,14 @@ class Communicator {
                              DataType type, ReduceOp op, Scaling scaling = {}) = 0;
   virtual void barrier() = 0;
 
+  // A new communicator over `ranks` (world ranks of this one, sorted, this rank among them; its
+  // rank there is its index in the list), met under the store prefix `name`. Collective over
+  // those ranks only: the others do not call it. It shares this communicator's failure record
+  // and options; the runtime builds its control and process-set communicators this way.
+  // Error(kInvalidArgument) for a bad list; Error(kConfig) where the backend cannot split.
+  virtual std::unique_ptr<Communicator> subCommunicator(const std::vector<int>& ranks,
+                                                        const std::string& name);
+
   // Async forms: run on the communicator's worker thread in submission order. Buffers must
   // stay valid until the Work finishes.
   std::shared_ptr<Work> allreduceAsync(const void* in, void* out, size_t count, DataType type,
@@ -173,6 +188,9 @@ class Communicator {
   void holdUntilDestroyed(std::shared_ptr<void> resource) { held_.push_back(std::move(resource)); }
 
  protected:
+  // This rank's index in a subCommunicator list; Error(kInvalidArgument) when the list is not
+  // sorted, unique, within this communicator, or lacks this rank.
+  int indexInSubset(const std::vector<int>& ranks) const;
   // Runs `fn` on the worker thread; the Work reports its outcome.
   virtual std::shared_ptr<Work> enqueue(std::function<void()> fn) = 0;
 

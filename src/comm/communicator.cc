@@ -28,6 +28,29 @@ std::string Communicator::describeRank(int r) const {
   return "rank " + std::to_string(r) + " (host " + host(r) + ")";
 }
 
+std::unique_ptr<Communicator> Communicator::subCommunicator(const std::vector<int>&,
+                                                            const std::string&) {
+  throw makeError(ErrorCode::kConfig, "the ", transportName(),
+                  " communicator cannot build a communicator over a subset of its ranks");
+}
+
+int Communicator::indexInSubset(const std::vector<int>& ranks) const {
+  int mine = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size() || (i > 0 && ranks[i] <= ranks[i - 1])) {
+      throw makeError(ErrorCode::kInvalidArgument,
+                      "a sub-communicator needs sorted, distinct ranks below ", size(),
+                      "; got rank ", ranks[i], " at position ", i);
+    }
+    if (ranks[i] == rank()) mine = static_cast<int>(i);
+  }
+  if (mine < 0) {
+    throw makeError(ErrorCode::kInvalidArgument, describeRank(rank()),
+                    " is not among the ranks of the sub-communicator it was asked to join");
+  }
+  return mine;
+}
+
 void Communicator::allgather(const void* in, void* out, size_t count, DataType type) {
   allgatherv(in, out, std::vector<size_t>(static_cast<size_t>(size()), count), type);
 }

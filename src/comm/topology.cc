@@ -12,7 +12,8 @@ bool Topology::homogeneous() const {
 }
 
 std::string Topology::name(int r) const {
-  return "rank " + std::to_string(r) + " (host " + hosts[static_cast<size_t>(r)] + ")";
+  const int label = labels.empty() ? r : labels[static_cast<size_t>(r)];
+  return "rank " + std::to_string(label) + " (host " + hosts[static_cast<size_t>(r)] + ")";
 }
 
 Topology Topology::fromHosts(int rank, std::vector<std::string> hosts) {

@@ -18,6 +18,7 @@ struct Topology {
   std::vector<int> host_index;           // index of each rank's host, by first appearance
   std::vector<int> local_rank_of;        // each rank's index among the ranks on its host
   std::vector<std::vector<int>> by_host; // ranks of each host, ascending
+  std::vector<int> labels;               // CommOptions::rank_labels: the rank name() says
 
   int localRank() const { return local_rank_of[static_cast<size_t>(rank)]; }
   int localSize() const { return static_cast<int>(by_host[static_cast<size_t>(crossRank())].size()); }

@@ -1,7 +1,6 @@
 #include "runtime/executor.h"
 
 #include <cstring>
-#include <limits>
 
 #include "collectives/adasum.h"
 #include "common/reduce_kernels.h"
@@ -15,26 +14,6 @@ using Clock = Timeline::Clock;
 // bytes.
 void copyBytes(void* dst, const void* src, size_t n) {
   if (n > 0) std::memcpy(dst, src, n);
-}
-
-template <typename T>
-void fillWith(void* data, size_t count, T value) {
-  T* p = static_cast<T*>(data);
-  for (size_t i = 0; i < count; ++i) p[i] = value;
-}
-
-template <typename T>
-void fillLimits(void* data, size_t count, ReduceOp op) {
-  if (op == ReduceOp::kProduct) return fillWith<T>(data, count, T(1));
-  if (op == ReduceOp::kMin)
-    return fillWith<T>(data, count,
-                       std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
-                                                            : std::numeric_limits<T>::max());
-  if (op == ReduceOp::kMax)
-    return fillWith<T>(data, count,
-                       std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                            : std::numeric_limits<T>::lowest());
-  std::memset(data, 0, count * sizeof(T));
 }
 
 ReduceOp collectiveOp(const Descriptor& d) {
@@ -82,50 +61,20 @@ unsigned char* sized(std::vector<unsigned char>& buffer, size_t bytes) {
 
 }  // namespace
 
-void fillIdentity(void* data, size_t count, DataType type, ReduceOp op) {
-  switch (type) {
-    case DataType::kUInt8:
-      return fillLimits<uint8_t>(data, count, op);
-    case DataType::kInt8:
-      return fillLimits<int8_t>(data, count, op);
-    case DataType::kInt16:
-      return fillLimits<int16_t>(data, count, op);
-    case DataType::kInt32:
-      return fillLimits<int32_t>(data, count, op);
-    case DataType::kInt64:
-      return fillLimits<int64_t>(data, count, op);
-    case DataType::kFloat32:
-      return fillLimits<float>(data, count, op);
-    case DataType::kFloat64:
-      return fillLimits<double>(data, count, op);
-    case DataType::kFloat16:
-    case DataType::kBFloat16: {
-      bool half = type == DataType::kFloat16;
-      uint16_t bits = 0;
-      if (op == ReduceOp::kProduct) bits = half ? 0x3C00 : 0x3F80;
-      if (op == ReduceOp::kMin) bits = half ? 0x7C00 : 0x7F80;
-      if (op == ReduceOp::kMax) bits = half ? 0xFC00 : 0xFF80;
-      return fillWith<uint16_t>(data, count, bits);
-    }
-    case DataType::kBool: {
-      bool one = op == ReduceOp::kMin || op == ReduceOp::kProduct;  // and-like ops
-      return fillWith<uint8_t>(data, count, one ? 1 : 0);
-    }
-  }
-}
-
 void Executor::span(const Part& part, const char* activity, Clock::time_point start) {
   if (timeline_ == nullptr || part.local == nullptr) return;
   timeline_->span(part.response->key.second, activity, start, Clock::now(), "");
 }
 
-void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& unit,
+bool Executor::run(const std::vector<Response>& responses, const ExecutionUnit& unit,
                    const Lookup& lookup, const Finish& finish) {
+  // A unit holds responses of one process set; a rank outside it has nothing to do.
+  comm_ = comms_.data(responses[unit.responses[0]].key.first);
+  if (comm_ == nullptr) return false;
   std::vector<Part> parts;
   for (size_t index : unit.responses) {
     const Response& r = responses[index];
-    Part part{&r, lookup(r.key), indexIn(r.members, comm_.rank()) >= 0, nullptr, nullptr};
-    parts.push_back(part);
+    parts.push_back(Part{&r, lookup(r.key), nullptr, nullptr});
   }
   const Response& first = *parts[0].response;
   const Descriptor& d = first.descriptor();
@@ -170,7 +119,7 @@ void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
         break;
       case static_cast<uint8_t>(RequestKind::kBarrier): {
         auto start = Clock::now();
-        comm_.barrier();
+        comm_->barrier();
         span(parts[0], "BARRIER", start);
         break;
       }
@@ -178,11 +127,14 @@ void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
         break;
       case kAddProcessSetKind: {
         std::vector<int> ranks(d.splits.begin(), d.splits.end());
-        result = {sets_.add(ranks)};
+        int id = sets_.add(ranks);
+        comms_.addSet(id, ranks);  // the members meet here; the others go on
+        result = {id};
         break;
       }
       case kRemoveProcessSetKind:
         sets_.remove(d.root);
+        comms_.removeSet(d.root);
         break;
       default:
         RONDE_CHECK(false, "unknown request kind " << int(d.kind));
@@ -193,6 +145,7 @@ void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
     finish(p.response->key, p.error ? nullptr : p.output, p.error ? std::vector<int64_t>{} : result,
            p.error);
   }
+  return true;
 }
 
 void Executor::allreduceSingle(Part& part) {
@@ -214,18 +167,14 @@ void Executor::allreduceSingle(Part& part) {
   }
   if (buffer == nullptr) {
     buffer = sized(scratch_, bytes);
-    if (part.member) {
-      std::memset(buffer, 0, bytes);  // joined (or failed) rank: zeros
-    } else {
-      fillIdentity(buffer, count, d.dtype, collectiveOp(d));
-    }
+    std::memset(buffer, 0, bytes);  // joined (or failed) rank: zeros
   }
   auto start = Clock::now();
   if (d.op == ReduceOp::kAdasum) {
-    adasumAllreduce(comm_, buffer, {count}, d.dtype);
+    adasumAllreduce(*comm_, buffer, {count}, d.dtype);
     copyScaled(buffer, buffer, count, d.dtype, finalScale(r));
   } else {
-    comm_.allreduce(buffer, buffer, count, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
+    comm_->allreduce(buffer, buffer, count, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
   }
   span(part, "ALLREDUCE", start);
 }
@@ -254,13 +203,7 @@ void Executor::allreduceFused(std::vector<Part>& parts) {
         p.error = std::current_exception();
       }
     }
-    if (!filled) {
-      if (p.member) {
-        std::memset(slot, 0, count * element);
-      } else {
-        fillIdentity(slot, count, d.dtype, collectiveOp(d));
-      }
-    }
+    if (!filled) std::memset(slot, 0, count * element);
     offset += count;
   }
   for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
@@ -270,9 +213,9 @@ void Executor::allreduceFused(std::vector<Part>& parts) {
     // Per tensor: each part's dot products and norms are its own, not the buffer's.
     std::vector<size_t> counts;
     for (Part& p : parts) counts.push_back(static_cast<size_t>(p.response->descriptor().numel()));
-    adasumAllreduce(comm_, buffer, counts, d0.dtype);
+    adasumAllreduce(*comm_, buffer, counts, d0.dtype);
   } else {
-    comm_.allreduce(buffer, buffer, total, d0.dtype, collectiveOp(d0), Scaling{});
+    comm_->allreduce(buffer, buffer, total, d0.dtype, collectiveOp(d0), Scaling{});
   }
   for (Part& p : parts) span(p, "ALLREDUCE", start);
 
@@ -292,10 +235,10 @@ void Executor::allgather(Part& part) {
   const Response& r = *part.response;
   const Descriptor& d = r.descriptor();
   size_t row = static_cast<size_t>(d.rowElements());
-  std::vector<size_t> counts(static_cast<size_t>(comm_.size()), 0);
+  std::vector<size_t> counts(static_cast<size_t>(comm_->size()), 0);
   int64_t rows = 0;
   for (size_t k = 0; k < counts.size(); ++k) {
-    const auto& dk = r.agreement->per_rank[k];
+    const auto& dk = r.agreement->per_rank[static_cast<size_t>(r.members[k])];
     if (!dk) continue;
     counts[k] = static_cast<size_t>(firstDim(*dk)) * row;
     rows += firstDim(*dk);
@@ -315,7 +258,7 @@ void Executor::allgather(Part& part) {
   }
   if (out == nullptr) out = sized(scratch_, total * element + 1);
   auto start = Clock::now();
-  comm_.allgatherv(in, out, counts, d.dtype);
+  comm_->allgatherv(in, out, counts, d.dtype);
   span(part, "ALLGATHER", start);
 }
 
@@ -323,14 +266,14 @@ void Executor::broadcast(Part& part) {
   const Response& r = *part.response;
   const Descriptor& d = r.descriptor();
   size_t count = static_cast<size_t>(d.numel());
-  int root = r.members[static_cast<size_t>(d.root)];
+  int root = static_cast<int>(d.root);  // an index in the set: the communicator's rank
   void* buffer = nullptr;
   if (part.local) {
     try {
       part.output = resolveOutput(part.local->request, d.shape, true);
       buffer = part.output->data();
       const void* in = part.local->request.input->data();
-      if (comm_.rank() == root && in != buffer)
+      if (comm_->rank() == root && in != buffer)
         copyBytes(buffer, in, count * dataTypeSize(d.dtype));
     } catch (...) {
       part.error = std::current_exception();
@@ -338,7 +281,7 @@ void Executor::broadcast(Part& part) {
   }
   if (buffer == nullptr) buffer = sized(scratch_, count * dataTypeSize(d.dtype) + 1);
   auto start = Clock::now();
-  comm_.broadcast(buffer, count, d.dtype, root);
+  comm_->broadcast(buffer, count, d.dtype, root);
   span(part, "BROADCAST", start);
 }
 
@@ -352,21 +295,18 @@ void Executor::alltoall(Part& part, std::vector<int64_t>* received_rows) {
     if (!dr.splits.empty()) return dr.splits;
     return std::vector<int64_t>(k, firstDim(dr) / static_cast<int64_t>(k));
   };
-  std::vector<size_t> send(static_cast<size_t>(comm_.size()), 0);
-  std::vector<size_t> recv(static_cast<size_t>(comm_.size()), 0);
-  int me = indexIn(r.members, comm_.rank());
+  std::vector<size_t> send(static_cast<size_t>(comm_->size()), 0);
+  std::vector<size_t> recv(static_cast<size_t>(comm_->size()), 0);
+  const int me = comm_->rank();
   received_rows->assign(k, 0);
   int64_t rows = 0;
-  if (me >= 0) {
-    std::vector<int64_t> mine = splitsOf(comm_.rank());
-    for (size_t j = 0; j < k; ++j) {
-      int peer = r.members[j];
-      send[static_cast<size_t>(peer)] = static_cast<size_t>(mine[j]) * row;
-      int64_t got = splitsOf(peer)[static_cast<size_t>(me)];
-      recv[static_cast<size_t>(peer)] = static_cast<size_t>(got) * row;
-      (*received_rows)[j] = got;
-      rows += got;
-    }
+  std::vector<int64_t> mine = splitsOf(r.members[static_cast<size_t>(me)]);
+  for (size_t j = 0; j < k; ++j) {
+    send[j] = static_cast<size_t>(mine[j]) * row;
+    int64_t got = splitsOf(r.members[j])[static_cast<size_t>(me)];
+    recv[j] = static_cast<size_t>(got) * row;
+    (*received_rows)[j] = got;
+    rows += got;
   }
   size_t element = dataTypeSize(d.dtype);
   const void* in = sized(scratch_in_, 1);
@@ -382,7 +322,7 @@ void Executor::alltoall(Part& part, std::vector<int64_t>* received_rows) {
   }
   if (out == nullptr) out = sized(scratch_, static_cast<size_t>(rows) * row * element + 1);
   auto start = Clock::now();
-  comm_.alltoallv(in, send, out, recv, d.dtype);
+  comm_->alltoallv(in, send, out, recv, d.dtype);
   span(part, "ALLTOALL", start);
 }
 
@@ -392,13 +332,12 @@ void Executor::reducescatter(Part& part) {
   size_t row = static_cast<size_t>(d.rowElements());
   int64_t n = firstDim(d);
   auto k = static_cast<int64_t>(r.members.size());
-  std::vector<size_t> counts(static_cast<size_t>(comm_.size()), 0);
+  std::vector<size_t> counts(static_cast<size_t>(comm_->size()), 0);
   int64_t my_rows = 0;
   for (int64_t i = 0; i < k; ++i) {
     int64_t rows = n / k + (i < n % k ? 1 : 0);
-    counts[static_cast<size_t>(r.members[static_cast<size_t>(i)])] =
-        static_cast<size_t>(rows) * row;
-    if (r.members[static_cast<size_t>(i)] == comm_.rank()) my_rows = rows;
+    counts[static_cast<size_t>(i)] = static_cast<size_t>(rows) * row;
+    if (i == comm_->rank()) my_rows = rows;
   }
   size_t count = static_cast<size_t>(d.numel());
   size_t element = dataTypeSize(d.dtype);
@@ -418,17 +357,13 @@ void Executor::reducescatter(Part& part) {
       part.error = std::current_exception();
     }
   } else {
-    void* neutral = sized(scratch_in_, count * element);
-    if (part.member) {
-      std::memset(neutral, 0, count * element);
-    } else {
-      fillIdentity(neutral, count, d.dtype, collectiveOp(d));
-    }
-    in = neutral;
+    void* zeros = sized(scratch_in_, count * element);  // a joined rank
+    std::memset(zeros, 0, count * element);
+    in = zeros;
   }
   if (out == nullptr) out = sized(scratch_, static_cast<size_t>(my_rows) * row * element + 1);
   auto start = Clock::now();
-  comm_.reducescatter(in, out, counts, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
+  comm_->reducescatter(in, out, counts, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
   span(part, "REDUCESCATTER", start);
 }
 
@@ -437,14 +372,14 @@ void Executor::reducescatter(Part& part) {
 void Executor::allgatherFused(std::vector<Part>& parts) {
   const Descriptor& d0 = parts[0].response->descriptor();
   size_t element = dataTypeSize(d0.dtype);
-  size_t world = static_cast<size_t>(comm_.size());
+  size_t world = static_cast<size_t>(comm_->size());
   // elements[k][r]: what rank r contributes to tensor k.
   std::vector<std::vector<size_t>> elements(parts.size(), std::vector<size_t>(world, 0));
   std::vector<size_t> counts(world, 0);
   for (size_t k = 0; k < parts.size(); ++k) {
     const Response& r = *parts[k].response;
     for (size_t w = 0; w < world; ++w) {
-      const auto& dw = r.agreement->per_rank[w];
+      const auto& dw = r.agreement->per_rank[static_cast<size_t>(r.members[w])];
       if (!dw) continue;
       elements[k][w] = static_cast<size_t>(dw->numel());
       counts[w] += elements[k][w];
@@ -452,7 +387,7 @@ void Executor::allgatherFused(std::vector<Part>& parts) {
   }
   size_t total = 0;
   for (size_t c : counts) total += c;
-  size_t me = static_cast<size_t>(comm_.rank());
+  size_t me = static_cast<size_t>(comm_->rank());
   unsigned char* send = sized(scratch_in_, counts[me] * element + 1);
   unsigned char* gathered = sized(fusion_buffer_, total * element + 1);
 
@@ -479,7 +414,7 @@ void Executor::allgatherFused(std::vector<Part>& parts) {
   for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
 
   auto start = Clock::now();
-  comm_.allgatherv(send, gathered, counts, d0.dtype);
+  comm_->allgatherv(send, gathered, counts, d0.dtype);
   for (Part& p : parts) span(p, "ALLGATHER", start);
 
   auto out_start = Clock::now();
@@ -505,7 +440,7 @@ void Executor::allgatherFused(std::vector<Part>& parts) {
 void Executor::broadcastFused(std::vector<Part>& parts) {
   const Response& first = *parts[0].response;
   const Descriptor& d0 = first.descriptor();
-  int root = first.members[static_cast<size_t>(d0.root)];
+  int root = static_cast<int>(d0.root);  // an index in the set: the communicator's rank
   size_t element = dataTypeSize(d0.dtype);
   size_t total = 0;
   for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
@@ -517,7 +452,7 @@ void Executor::broadcastFused(std::vector<Part>& parts) {
     const Descriptor& d = p.response->descriptor();
     size_t bytes = static_cast<size_t>(d.numel()) * element;
     if (p.local) {
-      if (comm_.rank() == root) copyBytes(buffer + offset, p.local->request.input->data(), bytes);
+      if (comm_->rank() == root) copyBytes(buffer + offset, p.local->request.input->data(), bytes);
       try {
         p.output = resolveOutput(p.local->request, d.shape, true);
       } catch (...) {
@@ -526,12 +461,12 @@ void Executor::broadcastFused(std::vector<Part>& parts) {
     }
     offset += bytes;
   }
-  if (comm_.rank() == root) {
+  if (comm_->rank() == root) {
     for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
   }
 
   auto start = Clock::now();
-  comm_.broadcast(buffer, total, d0.dtype, root);
+  comm_->broadcast(buffer, total, d0.dtype, root);
   for (Part& p : parts) span(p, "BROADCAST", start);
 
   auto out_start = Clock::now();
@@ -540,7 +475,7 @@ void Executor::broadcastFused(std::vector<Part>& parts) {
     size_t bytes = static_cast<size_t>(p.response->descriptor().numel()) * element;
     if (p.local && !p.error) {
       bool already_there =
-          comm_.rank() == root && p.output->data() == p.local->request.input->data();
+          comm_->rank() == root && p.output->data() == p.local->request.input->data();
       if (!already_there) copyBytes(p.output->data(), buffer + offset, bytes);
     }
     offset += bytes;

@@ -1,9 +1,10 @@
-// Runs a cycle's responses on the world communicator, in the plan's order, identically on
-// every rank. Process sets run over the world communicator: ranks outside the set take part
-// with empty or neutral contributions (the identity of the op), and a joined rank contributes
-// zeros. Failures of this rank alone (an output the allocator refused) still take part in the
-// collective, then fail the handle; a communicator failure propagates: it is fatal.
-// Used by the background thread only.
+// Runs a cycle's responses in the plan's order, identically on every rank, each on the data
+// communicator of its process set (communicator_set.h): the world's for set 0, the set's own
+// for the others, where ranks outside the set skip the response (no work, no bytes). Ranks
+// are then the set's: rank i of a set's communicator is its i-th member. A joined rank still
+// takes part in the world's allreduces, contributing zeros. Failures of this rank alone (an
+// output the allocator refused) still take part in the collective, then fail the handle; a
+// communicator failure propagates: it is fatal. Used by the background thread only.
 #pragma once
 
 #include <exception>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "ronde/communicator.h"
+#include "runtime/communicator_set.h"
 #include "runtime/fusion_planner.h"
 #include "runtime/local_request.h"
 #include "runtime/process_sets.h"
@@ -28,17 +30,17 @@ class Executor {
   using Finish = std::function<void(const RequestKey&, std::shared_ptr<Tensor> output,
                                     std::vector<int64_t> result, std::exception_ptr error)>;
 
-  Executor(Communicator& comm, ProcessSets& sets) : comm_(comm), sets_(sets) {}
+  Executor(CommunicatorSet& comms, ProcessSets& sets) : comms_(comms), sets_(sets) {}
 
   void setTimeline(Timeline* timeline) { timeline_ = timeline; }
-  void run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
+  // False when this rank is outside the unit's process set (it did nothing).
+  bool run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
            const Finish& finish);
 
  private:
   struct Part {
     const Response* response;
-    LocalRequest* local;  // null: joined or outside the set
-    bool member;
+    LocalRequest* local;  // null: this rank joined (it contributes zeros)
     std::shared_ptr<Tensor> output;
     std::exception_ptr error;  // this rank's own failure
   };
@@ -52,16 +54,13 @@ class Executor {
   void reducescatter(Part& part);
   void span(const Part& part, const char* activity, Timeline::Clock::time_point start);
 
-  Communicator& comm_;
+  CommunicatorSet& comms_;
   ProcessSets& sets_;
+  Communicator* comm_ = nullptr;  // the unit's data communicator, during run()
   Timeline* timeline_ = nullptr;
   std::vector<unsigned char> fusion_buffer_;
   std::vector<unsigned char> scratch_;
   std::vector<unsigned char> scratch_in_;
 };
-
-// Fills `count` elements with the identity of `op` (0 for sum, 1 for product, the largest
-// value for min, the smallest for max).
-void fillIdentity(void* data, size_t count, DataType type, ReduceOp op);
 
 }  // namespace ronde::runtime

@@ -27,20 +27,20 @@ RequestKey tensorKey(const Descriptor& d) { return {d.process_set, tensorName(d.
 RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm,
                          const std::vector<std::vector<int>>& process_sets)
     : settings_(settings),
-      comm_(std::move(comm)),
-      rank_(comm_->rank()),
-      size_(comm_->size()),
-      local_rank_(comm_->localRank()),
-      local_size_(comm_->localSize()),
-      cross_rank_(comm_->crossRank()),
-      cross_size_(comm_->crossSize()),
+      comms_(std::make_unique<CommunicatorSet>(std::move(comm))),
+      rank_(comms_->world().rank()),
+      size_(comms_->world().size()),
+      local_rank_(comms_->world().localRank()),
+      local_size_(comms_->world().localSize()),
+      cross_rank_(comms_->world().crossRank()),
+      cross_size_(comms_->world().crossSize()),
       sets_(size_),
       wanted_fusion_threshold_(settings.fusion_threshold_bytes),
       wanted_cycle_ms_(settings.cycle_time_ms),
       wanted_response_cache_(settings.cache_capacity > 0),
       table_(size_),
       cache_(settings.cache_capacity),
-      executor_(*comm_, sets_),
+      executor_(*comms_, sets_),
       stall_inspector_(settings.stall_check_seconds, settings.stall_shutdown_seconds,
                        settings.stall_check_disable),
       fusion_threshold_(settings.fusion_threshold_bytes),
@@ -64,51 +64,17 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
     startTimeline(settings.timeline_path, settings.timeline_mark_cycles);
   // Before the background thread, which reads these pointers.
   if (rank_ == 0 && !settings.stall_check_disable)
-    stall_reporter_ = std::make_unique<StallReporter>(settings.stall_check_seconds, *comm_);
-  if (settings.liveness_timeout_seconds > 0 && size_ > 1 && comm_->store()) {
+    stall_reporter_ =
+        std::make_unique<StallReporter>(settings.stall_check_seconds, comms_->world());
+  if (settings.liveness_timeout_seconds > 0 && size_ > 1 && comms_->world().store()) {
     liveness_ = std::make_unique<LivenessMonitor>(
-        comm_->store(), rank_, size_, settings.liveness_timeout_seconds,
+        comms_->world().store(), rank_, size_, settings.liveness_timeout_seconds,
         [this](int rank, double seconds) { onPeerSilent(rank, seconds); });
   }
   thread_ = std::thread([this] { backgroundLoop(); });
 }
 
 RuntimeImpl::~RuntimeImpl() { shutdown(); }
-
-void RuntimeImpl::registerInitialProcessSets(const std::vector<std::vector<int>>& process_sets) {
-  // Every rank must hold the same registry: compare a digest of the lists (FNV-1a) across ranks.
-  // A bad list fails after the exchange, so that no rank is left waiting in it.
-  std::string invalid;
-  uint64_t digest = 1469598103934665603ull;
-  auto mix = [&](int64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      digest ^= static_cast<uint64_t>(v >> (8 * i)) & 0xff;
-      digest *= 1099511628211ull;
-    }
-  };
-  for (const auto& ranks : process_sets) {
-    if (invalid.empty()) invalid = ProcessSets::validate(ranks, size_);
-    std::vector<int> sorted = ranks;
-    std::sort(sorted.begin(), sorted.end());
-    mix(static_cast<int64_t>(sorted.size()));
-    for (int r : sorted) mix(r);
-  }
-  if (size_ > 1) {
-    std::vector<int64_t> digests(static_cast<size_t>(size_));
-    auto mine = static_cast<int64_t>(digest);
-    comm_->allgather(&mine, digests.data(), 1, DataType::kInt64);
-    for (int r = 0; r < size_; ++r) {
-      if (digests[static_cast<size_t>(r)] != digests[0]) {
-        throw makeError(ErrorCode::kMismatch, "the process sets given at init differ between ",
-                        comm_->describeRank(0), " and ", comm_->describeRank(r),
-                        "; every rank must pass the same list");
-      }
-    }
-  }
-  if (!invalid.empty())
-    throw makeError(ErrorCode::kConfig, "a process set given at init: ", invalid);
-  for (const auto& ranks : process_sets) sets_.add(ranks);
-}
 
 void RuntimeImpl::shutdown() {
   std::lock_guard<std::mutex> one_at_a_time(shutdown_mutex_);
@@ -130,7 +96,7 @@ void RuntimeImpl::shutdown() {
     std::lock_guard<std::mutex> lock(timeline_mutex_);
     timeline_next_.reset();
   }
-  comm_.reset();
+  comms_->reset();
   std::lock_guard<std::mutex> lock(mutex_);
   shut_down_ = true;
 }
@@ -242,35 +208,6 @@ std::vector<int64_t> RuntimeImpl::runInternal(Descriptor d) {
   return handle->result();
 }
 
-int RuntimeImpl::addProcessSet(std::vector<int> ranks) {
-  std::string why = ProcessSets::validate(ranks, size_);
-  if (!why.empty()) throw makeError(ErrorCode::kInvalidArgument, "addProcessSet: ", why);
-  std::sort(ranks.begin(), ranks.end());
-  Descriptor d;
-  d.kind = kAddProcessSetKind;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    d.name = "ronde.process_set." + std::to_string(process_set_calls_++);
-  }
-  d.splits.assign(ranks.begin(), ranks.end());
-  return static_cast<int>(runInternal(std::move(d)).at(0));
-}
-
-void RuntimeImpl::removeProcessSet(int id) {
-  if (id == 0)
-    throw makeError(ErrorCode::kInvalidArgument, "process set 0 (all ranks) cannot be removed");
-  if (!sets_.ranks(id))
-    throw makeError(ErrorCode::kInvalidArgument, "process set ", id, " does not exist");
-  Descriptor d;
-  d.kind = kRemoveProcessSetKind;
-  d.root = id;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    d.name = "ronde.process_set." + std::to_string(process_set_calls_++);
-  }
-  runInternal(std::move(d));
-}
-
 void RuntimeImpl::startTimeline(const std::string& path, bool mark_cycles) {
   std::unique_ptr<Timeline> timeline;
   if (rank_ == 0) timeline = std::make_unique<Timeline>(path, mark_cycles);  // throws kIo here
@@ -286,8 +223,8 @@ void RuntimeImpl::stopTimeline() {
 }
 
 Communicator& RuntimeImpl::communicator() {
-  if (!comm_) throw Error(ErrorCode::kAborted, "the runtime was shut down");
-  return *comm_;
+  if (!comms_->hasWorld()) throw Error(ErrorCode::kAborted, "the runtime was shut down");
+  return comms_->world();
 }
 
 RuntimeStats RuntimeImpl::stats() const {
@@ -323,11 +260,11 @@ void RuntimeImpl::backgroundLoop() {
     try {
       go = runCycle();
     } catch (const std::exception& e) {
-      // The communicator aborts itself on its own failures; anything else must still reach
-      // the other ranks, which would otherwise wait for this one.
+      // A communicator aborts itself on its own failures; the others, and any failure outside
+      // them, must still reach the other ranks, which would otherwise wait for this one.
       try {
-        comm_->abort(std::string("rank ") + std::to_string(rank_) +
-                     "'s runtime failed: " + e.what());
+        comms_->abortAll(ErrorCode::kAborted, std::string("rank ") + std::to_string(rank_) +
+                                                  "'s runtime failed: " + e.what());
       } catch (...) {
       }
       // A silent peer's abort surfaces here as whatever the interrupted wait saw: the
@@ -379,6 +316,8 @@ void RuntimeImpl::drainIncoming() {
 
 bool RuntimeImpl::runCycle() {
   ++cycle_;
+  // One of them aborted from outside (a user's communicator().abort()) ends them all.
+  comms_->throwIfAnyAborted();
   auto now = Clock::now();
   if (stall_reporter_) stall_reporter_->cycleStarted(now);
   applyTimelineRequest();
@@ -481,8 +420,8 @@ bool RuntimeImpl::exchangeCacheBits(bool need_full, std::vector<Response>* ready
     if (r.cache_slot >= 0) cache_bits_[kHeader + static_cast<size_t>(r.cache_slot)] = 1;
   }
   if (size_ > 1) {
-    comm_->allreduce(cache_bits_.data(), cache_bits_.data(), cache_bits_.size(), DataType::kUInt8,
-                     ReduceOp::kMin);
+    comms_->control().allreduce(cache_bits_.data(), cache_bits_.data(), cache_bits_.size(),
+                                DataType::kUInt8, ReduceOp::kMin);
   }
   for (size_t s = 0; s < slots; ++s) {
     if (!cache_bits_[kHeader + s]) continue;
@@ -520,7 +459,7 @@ void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* re
   auto my_length = static_cast<int64_t>(mine.size());
   std::vector<size_t> counts;
   if (size_ > 1) {
-    comm_->allgather(&my_length, lengths.data(), 1, DataType::kInt64);
+    comms_->control().allgather(&my_length, lengths.data(), 1, DataType::kInt64);
   } else {
     lengths[0] = my_length;
   }
@@ -531,7 +470,7 @@ void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* re
   }
   gathered_.resize(total);
   if (size_ > 1) {
-    comm_->allgatherv(mine.data(), gathered_.data(), counts, DataType::kUInt8);
+    comms_->control().allgatherv(mine.data(), gathered_.data(), counts, DataType::kUInt8);
   } else {
     std::copy(mine.begin(), mine.end(), gathered_.begin());
   }
@@ -591,6 +530,7 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
     finish(key, std::move(output), std::move(result), std::move(error));
   };
   std::vector<ExecutionUnit> plan = planExecution(responses, fusion_threshold_);
+  size_t ran = 0;
   for (const ExecutionUnit& unit : plan) {
     if (timeline_) {
       auto now = Clock::now();
@@ -599,7 +539,7 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
           timeline_->span(responses[i].key.second, "QUEUE", ready_at, now, "");
       }
     }
-    executor_.run(responses, unit, lookup, done);
+    if (executor_.run(responses, unit, lookup, done)) ++ran;
     for (size_t i : unit.responses) {
       const Descriptor& d = responses[i].descriptor();
       if (d.kind != kRemoveProcessSetKind || !responses[i].error.empty()) continue;
@@ -612,7 +552,7 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
       }
     }
   }
-  return plan.size();
+  return ran;
 }
 
 void RuntimeImpl::finish(const RequestKey& key, std::shared_ptr<Tensor> output,
@@ -652,8 +592,8 @@ void RuntimeImpl::failEverything(std::exception_ptr error) {
 
 void RuntimeImpl::onPeerSilent(int rank, double seconds) {
   std::ostringstream message;
-  message << "rank " << rank << " on host " << comm_->host(rank) << " has not answered for "
-          << std::fixed << std::setprecision(1) << seconds
+  message << "rank " << rank << " on host " << comms_->world().host(rank)
+          << " has not answered for " << std::fixed << std::setprecision(1) << seconds
           << " s (stopped or wedged; noticed by rank " << rank_
           << ", RONDE_LIVENESS_TIMEOUT_SECONDS is " << std::defaultfloat
           << settings_.liveness_timeout_seconds << ")";
@@ -666,7 +606,7 @@ void RuntimeImpl::onPeerSilent(int rank, double seconds) {
   log(LogLevel::kError, message.str());
   // Wakes the background thread from any wait (it fails every handle with peer_lost_), and
   // tells the peers why, with the code they should report.
-  comm_->abort(ErrorCode::kPeerLost, message.str());
+  comms_->abortAll(ErrorCode::kPeerLost, message.str());
 }
 
 }  // namespace ronde::runtime

@@ -1,8 +1,9 @@
 // The Runtime: requests from any thread go into `incoming_`; one background thread negotiates
-// them with the other ranks every cycle and runs what is ready on the communicator.
+// them with the other ranks every cycle over the control communicator and runs what is ready
+// on the data communicators (communicator_set.h).
 //
 // Two small threads watch it from outside: the liveness monitor (heartbeats; a silent peer
-// aborts the communicator, which wakes the background thread from any collective) and, on
+// aborts the communicators, which wakes the background thread from any collective) and, on
 // rank 0, the stall reporter (its warnings must appear while the background thread is stuck).
 //
 // Locking: mutex_ guards the hand-over between callers and the background thread (incoming_,
@@ -22,6 +23,7 @@
 
 #include "ronde/runtime.h"
 #include "runtime/autotuner.h"
+#include "runtime/communicator_set.h"
 #include "runtime/cycle_pacer.h"
 #include "runtime/descriptor.h"
 #include "runtime/executor.h"
@@ -74,7 +76,7 @@ class RuntimeImpl final : public Runtime {
   bool exchangeCacheBits(bool need_full, std::vector<Response>* ready);
   // The full exchange: every rank's announcements, gathered to every rank.
   void exchangeAnnouncements(uint8_t flags, std::vector<Response>* ready, int* stopped_by);
-  size_t execute(std::vector<Response>& responses);  // returns the collectives run
+  size_t execute(std::vector<Response>& responses);  // returns the collectives this rank ran
   void finish(const RequestKey& key, std::shared_ptr<Tensor> output, std::vector<int64_t> result,
               std::exception_ptr error);
   void failEverything(std::exception_ptr error);
@@ -93,7 +95,7 @@ class RuntimeImpl final : public Runtime {
   void applyCommTuning(const CommTuning& tuning);  // between collectives, on every rank
 
   Settings settings_;
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<CommunicatorSet> comms_;  // control, world data, per-set data
   int rank_, size_, local_rank_, local_size_, cross_rank_, cross_size_;
   ProcessSets sets_;
 

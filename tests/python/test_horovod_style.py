@@ -148,6 +148,9 @@ class HorovodStyleTests(unittest.TestCase):
         if pair.included():
             out = hvd.allreduce(torch.ones(1), op=hvd.Sum, process_set=pair)
             self.assertEqual(out.item(), float(pair.size()))
+        # One rank's shutdown stops every rank: a rank outside the pair, which has no work,
+        # must not stop the pair's allreduce before it ran.
+        hvd.barrier()
         hvd.shutdown()
         self.assertIsNone(pair.process_set_id)
         hvd.init(process_sets=[pair])

@@ -56,21 +56,60 @@ MpiCommunicator::MpiCommunicator(const CommOptions& options) : options_(options)
   }
   // Errors come back as codes (and become ronde errors naming the call) instead of ending the job.
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  meet();
+  setLogPrefix("[ronde rank " + std::to_string(world_rank) + "]");
+}
+
+MpiCommunicator::MpiCommunicator(const CommOptions& options, MPI_Comm comm)
+    : options_(options), comm_(comm) {
+  meet();
+}
+
+void MpiCommunicator::meet() {
+  if (!options_.failure_store) options_.failure_store = options_.store;
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   types_ = std::make_unique<mpi::TypeMap>();
+  int my_rank = 0, my_size = 0;
+  MPI_Comm_rank(comm_, &my_rank);
+  MPI_Comm_size(comm_, &my_size);
 
-  std::string hostname = options.hostname.empty() ? localHostname() : options.hostname;
+  std::string hostname = options_.hostname.empty() ? localHostname() : options_.hostname;
   hostname.resize(kHostnameBytes - 1, '\0');
-  std::vector<char> names(kHostnameBytes * static_cast<size_t>(world_size));
+  std::vector<char> names(kHostnameBytes * static_cast<size_t>(my_size));
   check(MPI_Allgather(hostname.c_str(), static_cast<int>(kHostnameBytes), MPI_CHAR, names.data(),
                       static_cast<int>(kHostnameBytes), MPI_CHAR, comm_),
         "MPI_Allgather of host names");
   std::vector<std::string> hosts;
-  for (int r = 0; r < world_size; ++r) hosts.emplace_back(names.data() + r * kHostnameBytes);
-  topology_ = Topology::fromHosts(world_rank, std::move(hosts));
-  setLogPrefix("[ronde rank " + std::to_string(world_rank) + "]");
-  log(LogLevel::kDebug, "MPI communicator ready: local rank ", localRank(), "/", localSize(),
-      ", host ", crossRank(), "/", crossSize());
+  for (int r = 0; r < my_size; ++r) hosts.emplace_back(names.data() + r * kHostnameBytes);
+  topology_ = Topology::fromHosts(my_rank, std::move(hosts));
+  topology_.labels = options_.rank_labels;
+  log(LogLevel::kDebug, "MPI communicator ready: rank ", my_rank, "/", my_size, ", local rank ",
+      localRank(), "/", localSize(), ", host ", crossRank(), "/", crossSize());
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::subCommunicator(const std::vector<int>& ranks,
+                                                               const std::string& name) {
+  CommOptions options = options_;
+  options.rank = indexInSubset(ranks);
+  options.size = static_cast<int>(ranks.size());
+  options.hostname = host(rank());
+  options.rank_labels.clear();
+  for (int r : ranks) {
+    options.rank_labels.push_back(
+        options_.rank_labels.empty() ? r : options_.rank_labels[static_cast<size_t>(r)]);
+  }
+  if (options_.store) options.store = std::make_shared<PrefixStore>(options_.store, name);
+  // MPI_Comm_create_group is collective over the group alone (MPI_Comm_split would need every
+  // rank). Like MPI_Comm_dup at init it has no timeout: MPI offers none.
+  MPI_Group parent = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_group(comm_, &parent);
+  MPI_Group_incl(parent, static_cast<int>(ranks.size()), ranks.data(), &group);
+  int status = MPI_Comm_create_group(comm_, group, 0, &sub);
+  MPI_Group_free(&group);
+  MPI_Group_free(&parent);
+  check(status, "MPI_Comm_create_group");
+  return std::unique_ptr<Communicator>(new MpiCommunicator(options, sub));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -114,14 +153,15 @@ void MpiCommunicator::abort(ErrorCode code, const std::string& reason) {
       abort_code_ = code;
     }
   }
-  if (options_.store && options_.size > 1) publishFirstFailure(*options_.store, code, reason);
+  if (options_.failure_store && options_.size > 1)
+    publishFirstFailure(*options_.failure_store, code, reason);
   aborted_.store(true);
 }
 
 bool MpiCommunicator::peerPublishedFailure(std::string* reason, ErrorCode* code) {
-  if (!options_.store || options_.size == 1) return false;
+  if (!options_.failure_store || options_.size == 1) return false;
   // No grace: this is polled while MPI waits, and the wait's deadline still holds.
-  auto first = publishedFirstFailure(*options_.store, Duration{0});
+  auto first = publishedFirstFailure(*options_.failure_store, Duration{0});
   if (!first) return false;
   *code = first->code();
   *reason = first->what();

@@ -56,6 +56,8 @@ class MpiCommunicator final : public Communicator {
   void reducescatter(const void* in, void* out, const std::vector<size_t>& counts, DataType type,
                      ReduceOp op, Scaling scaling) override;
   void barrier() override;
+  std::unique_ptr<Communicator> subCommunicator(const std::vector<int>& ranks,
+                                                const std::string& name) override;
 
   using Communicator::abort;
   void abort(ErrorCode code, const std::string& reason) override;
@@ -69,6 +71,10 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // A sub-communicator over `comm`, which it owns from here on.
+  MpiCommunicator(const CommOptions& options, MPI_Comm comm);
+  // Sets up the error handler and types and gathers the host names over comm_.
+  void meet();
   // Numbers and verifies the call, then runs `body`; any failure aborts the communicator.
   template <typename Body>
   void run(OpDescriptor descriptor, Body&& body);

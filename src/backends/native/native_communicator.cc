@@ -58,6 +58,7 @@ uint32_t hashTuning(const CommTuning& t) {
 }  // namespace
 
 NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(options) {
+  if (!options_.failure_store) options_.failure_store = options_.store;
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
     throw makeError(ErrorCode::kInvalidArgument, "invalid rank ", options.rank, " for size ",
                     options.size);
@@ -69,6 +70,7 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
   const std::string hostname = options.hostname.empty() ? localHostname() : options.hostname;
   if (options.size == 1) {
     topology_ = Topology::fromHosts(0, {hostname});
+    topology_.labels = options.rank_labels;
     shm_only_ = true;
     setTuning(initialTuning(options, nullptr));
     return;
@@ -76,6 +78,7 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
   Store& store = *options.store;
   Deadline start = Deadline::after(options.start_timeout);
   topology_ = Topology::gather(store, options.rank, options.size, hostname, start);
+  topology_.labels = options.rank_labels;
   setLogPrefix("[ronde rank " + std::to_string(options.rank) + "]");
 
   const bool use_shm = options.transport != TransportKind::kTcp && topology_.localSize() > 1;
@@ -165,6 +168,21 @@ std::string NativeCommunicator::transportName() const {
   return arena_ ? (hierarchical_ ? "shm+tcp (hierarchical)" : "shm+tcp") : "tcp";
 }
 
+std::unique_ptr<Communicator> NativeCommunicator::subCommunicator(const std::vector<int>& ranks,
+                                                                  const std::string& name) {
+  CommOptions options = options_;
+  options.rank = indexInSubset(ranks);
+  options.size = static_cast<int>(ranks.size());
+  options.hostname = host(rank());
+  options.rank_labels.clear();
+  for (int r : ranks) {
+    options.rank_labels.push_back(
+        options_.rank_labels.empty() ? r : options_.rank_labels[static_cast<size_t>(r)]);
+  }
+  if (options_.store) options.store = std::make_shared<PrefixStore>(options_.store, name);
+  return std::make_unique<NativeCommunicator>(options);
+}
+
 void NativeCommunicator::checkUsable() const {
   if (!aborted_.load()) return;
   std::lock_guard<std::mutex> lock(abort_mutex_);
@@ -180,7 +198,8 @@ void NativeCommunicator::abort(ErrorCode code, const std::string& reason) {
       abort_code_ = code;
     }
   }
-  if (options_.store && options_.size > 1) publishFirstFailure(*options_.store, code, reason);
+  if (options_.failure_store && options_.size > 1)
+    publishFirstFailure(*options_.failure_store, code, reason);
   // Only once the reason is in the store: the flag wakes this rank's background thread, whose
   // fail() closes the links, and a peer that sees them close must find the reason there.
   aborted_.store(true);
@@ -193,9 +212,9 @@ void NativeCommunicator::fail(const Error& error) {
   std::string message = error.what();
   // A lost or aborted peer is often the echo of another rank's failure: report the first
   // failure of the job, which that rank published before closing its connections.
-  if ((code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) && options_.store &&
+  if ((code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) && options_.failure_store &&
       options_.size > 1) {
-    if (auto first = publishedFirstFailure(*options_.store, kFirstFailureGrace)) {
+    if (auto first = publishedFirstFailure(*options_.failure_store, kFirstFailureGrace)) {
       code = first->code();
       message = first->what();
     }

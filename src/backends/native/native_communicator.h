@@ -41,6 +41,8 @@ class NativeCommunicator final : public Communicator {
   void reducescatter(const void* in, void* out, const std::vector<size_t>& counts, DataType type,
                      ReduceOp op, Scaling scaling) override;
   void barrier() override;
+  std::unique_ptr<Communicator> subCommunicator(const std::vector<int>& ranks,
+                                                const std::string& name) override;
 
   using Communicator::abort;
   void abort(ErrorCode code, const std::string& reason) override;

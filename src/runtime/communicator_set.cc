@@ -1,0 +1,77 @@
+#include "runtime/communicator_set.h"
+
+#include <algorithm>
+
+namespace ronde::runtime {
+
+CommunicatorSet::CommunicatorSet(std::unique_ptr<Communicator> world) : world_(std::move(world)) {
+  std::vector<int> everyone(static_cast<size_t>(world_->size()));
+  for (int r = 0; r < world_->size(); ++r) everyone[static_cast<size_t>(r)] = r;
+  control_ = world_->subCommunicator(everyone, "control");
+}
+
+CommunicatorSet::~CommunicatorSet() { reset(); }
+
+Communicator* CommunicatorSet::data(int id) {
+  if (id == 0) return world_.get();
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = sets_.find(id);
+  return it == sets_.end() ? nullptr : it->second.get();
+}
+
+void CommunicatorSet::addSet(int id, const std::vector<int>& ranks) {
+  const bool member = std::binary_search(ranks.begin(), ranks.end(), world_->rank());
+  if (!member) return;
+  // Under a prefix no other set of this generation uses: ids are never reused.
+  std::unique_ptr<Communicator> comm = world_->subCommunicator(ranks, "pset/" + std::to_string(id));
+  std::lock_guard<std::mutex> lock(mutex_);
+  sets_[id] = std::move(comm);
+}
+
+void CommunicatorSet::removeSet(int id) {
+  std::unique_ptr<Communicator> gone;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sets_.find(id);
+    if (it == sets_.end()) return;
+    gone = std::move(it->second);
+    sets_.erase(it);
+  }
+  // Destroyed outside the lock: it drains its queue and closes its links.
+}
+
+void CommunicatorSet::abortAll(ErrorCode code, const std::string& reason) {
+  // The world first: its failure record is the one every communicator reads.
+  if (world_) world_->abort(code, reason);
+  if (control_) control_->abort(code, reason);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [id, comm] : sets_) comm->abort(code, reason);
+}
+
+void CommunicatorSet::throwIfAnyAborted() {
+  std::vector<Communicator*> all{world_.get(), control_.get()};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [id, comm] : sets_) all.push_back(comm.get());
+  }
+  for (Communicator* comm : all) {
+    if (comm == nullptr || !comm->aborted()) continue;
+    // The contract: every call on an aborted communicator throws Error(kAborted) repeating its
+    // first error, which is the message this rank's handles should carry.
+    comm->barrier();
+    throw Error(ErrorCode::kAborted, "a communicator of the runtime was aborted");
+  }
+}
+
+void CommunicatorSet::reset() {
+  std::map<int, std::unique_ptr<Communicator>> sets;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sets.swap(sets_);
+  }
+  sets.clear();
+  control_.reset();
+  world_.reset();
+}
+
+}  // namespace ronde::runtime
