@@ -25,7 +25,18 @@ void CommunicatorSet::addSet(int id, const std::vector<int>& ranks) {
   // Under a prefix no other set of this generation uses: ids are never reused.
   std::unique_ptr<Communicator> comm = world_->subCommunicator(ranks, "pset/" + std::to_string(id));
   std::lock_guard<std::mutex> lock(mutex_);
+  // Every member builds it in the same negotiated cycle, so all start with the same knobs.
+  if (data_tuning_ && comm->tunable()) comm->setTuning(*data_tuning_);
   sets_[id] = std::move(comm);
+}
+
+void CommunicatorSet::setDataTuning(const CommTuning& tuning) {
+  if (world_->tuning() != tuning) world_->setTuning(tuning);
+  std::lock_guard<std::mutex> lock(mutex_);
+  data_tuning_ = tuning;
+  for (auto& [id, comm] : sets_) {
+    if (comm->tunable() && comm->tuning() != tuning) comm->setTuning(tuning);
+  }
 }
 
 void CommunicatorSet::removeSet(int id) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ class CommunicatorSet {
   // alone. A rank outside the set only records that it has none.
   void addSet(int id, const std::vector<int>& ranks);
   void removeSet(int id);
+  // Applies the communicator knobs to every data communicator of this rank, and to sets
+  // built later. The control communicator keeps its own: it moves only small messages.
+  void setDataTuning(const CommTuning& tuning);
 
   // Aborts every communicator with `reason` (the first abort of each keeps its own reason).
   void abortAll(ErrorCode code, const std::string& reason);
@@ -55,6 +59,7 @@ class CommunicatorSet {
   std::unique_ptr<Communicator> control_;
   std::mutex mutex_;                                   // guards sets_ against abortAll()
   std::map<int, std::unique_ptr<Communicator>> sets_;  // guarded by mutex_; this rank's sets
+  std::optional<CommTuning> data_tuning_;  // set by setDataTuning; guarded by mutex_
 };
 
 }  // namespace ronde::runtime

@@ -16,7 +16,7 @@ void RuntimeImpl::publishKnobs() {
   stats_.fusion_threshold_bytes = fusion_threshold_;
   stats_.cycle_time_ms = cycle_ms_;
   stats_.response_cache = cache_.capacity() > 0;
-  stats_.communicator_tuning = comm_->tuning();
+  stats_.communicator_tuning = comms_->world().tuning();
 }
 
 void RuntimeImpl::initKnobs() {
@@ -31,9 +31,9 @@ void RuntimeImpl::initKnobs() {
   // A cache of no slots was asked for: the tuner must not turn one on.
   options.tune_response_cache = settings_.cache_capacity > 0;
   // The communicator's knobs where it can change them; each only where it has an effect.
-  const CommTuning tuning = comm_->tuning();
-  if (comm_->tunable() && size_ > 1) {
-    const std::string transport = comm_->transportName();
+  const CommTuning tuning = comms_->world().tuning();
+  if (comms_->world().tunable() && size_ > 1) {
+    const std::string transport = comms_->world().transportName();
     const bool shm = transport.find("shm") != std::string::npos;
     const bool tcp = transport.find("tcp") != std::string::npos;
     options.tune_small_allreduce = true;
@@ -89,8 +89,7 @@ void RuntimeImpl::readKnobs(WireReader& reader) {
 void RuntimeImpl::applyCommTuning(const CommTuning& tuning) {
   // Every rank reads rank 0's message in the same cycle, after the negotiation's last
   // collective and before the cycle's first data collective: the same op index everywhere.
-  if (comm_->tuning() == tuning) return;
-  comm_->setTuning(tuning);
+  comms_->setDataTuning(tuning);
 }
 
 void RuntimeImpl::switchResponseCache(bool on) {
@@ -120,12 +119,12 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
   wanted_fusion_threshold_ = next->fusion_threshold_bytes;
   wanted_cycle_ms_ = next->cycle_time_ms;
   wanted_response_cache_ = next->response_cache;
-  CommTuning tuning = comm_->tuning();
+  CommTuning tuning = comms_->world().tuning();
   tuning.small_allreduce_bytes = next->small_allreduce_bytes;
   tuning.shm_chunk_bytes = next->shm_chunk_bytes;
   tuning.tcp_chunk_bytes = next->tcp_chunk_bytes;
   tuning.hierarchical_allreduce = next->hierarchical_allreduce;
-  if (comm_->tunable() && !(tuning == comm_->tuning())) wanted_comm_tuning_ = tuning;
+  if (comms_->world().tunable() && !(tuning == comms_->world().tuning())) wanted_comm_tuning_ = tuning;
   knobs_changed_ = true;
   if (autotuner_->finished()) {
     log(LogLevel::kInfo, "autotune chose fusion threshold ", next->fusion_threshold_bytes,
