@@ -48,6 +48,9 @@ struct CommOptions {
   // Which init of this rank in the job (Communicator::fromEnvironment counts them; 0: not
   // counted). It names the shm segment, so no two generations ever map the same one.
   int64_t generation = 0;
+  // The NCCL backend's GPU (its buffers are device memory there); -1: the creating thread's
+  // current CUDA device. The host backends ignore it.
+  int cuda_device = -1;
 
   // Copies the transport and algorithm fields from settings.
   static CommOptions fromSettings(const Settings& settings);
