@@ -81,7 +81,10 @@ if(RONDE_HAVE_CUDA)
   # The static runtime: libronde needs no libcudart.so at load, and on a machine without a
   # driver every CUDA call returns an error (the GPU tests skip on it) instead of failing to load.
   target_link_libraries(ronde PRIVATE CUDA::cudart_static)
-  target_compile_definitions(ronde PRIVATE RONDE_HAVE_CUDA)
+  # For the one host file that stubs the kernels out otherwise: the rest of the core keeps its
+  # flags (and its ccache entries).
+  set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/cuda/batched_copy_reference.cc APPEND PROPERTY
+               COMPILE_DEFINITIONS RONDE_HAVE_CUDA)
   message(STATUS "ronde: CUDA ${CUDAToolkit_VERSION} (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 endif()
 

@@ -55,11 +55,11 @@ TEST(BatchedCopyReference, Float32ToFloat16RoundsToNearestEvenAndOverflowsToInfi
   const float tie_high = 1.0f + 3 * 0x1p-11f;  // halfway between 0x3c01 and 0x3c02: to even
   std::vector<float> in = {1.0f, -2.0f, 65504.0f, 65520.0f, tie_low, tie_high, 0x1p-24f, 0.0f};
   auto out = convert<uint16_t>(in, DataType::kFloat32, DataType::kFloat16, 1.0);
-  EXPECT_EQ(out, (std::vector<uint16_t>{0x3c00, 0xc000, 0x7bff, 0x7c00, 0x3c00, 0x3c02, 0x0001,
-                                        0x0000}));
+  EXPECT_EQ(
+      out, (std::vector<uint16_t>{0x3c00, 0xc000, 0x7bff, 0x7c00, 0x3c00, 0x3c02, 0x0001, 0x0000}));
   // The scale applies in float32 before the rounding.
-  auto scaled = convert<uint16_t>(std::vector<float>{3.0f}, DataType::kFloat32,
-                                  DataType::kFloat16, 0.5);
+  auto scaled =
+      convert<uint16_t>(std::vector<float>{3.0f}, DataType::kFloat32, DataType::kFloat16, 0.5);
   EXPECT_EQ(scaled[0], 0x3e00);  // 1.5
 }
 
@@ -86,20 +86,18 @@ TEST(BatchedCopyReference, HalfWidthFloatsWidenExactlyThenScale) {
 }
 
 TEST(BatchedCopyReference, IntegersTruncateTowardZeroAndSaturate) {
-  auto i32 = convert<int32_t>(std::vector<int32_t>{7, -7, 1}, DataType::kInt32, DataType::kInt32,
-                              0.5);
+  auto i32 =
+      convert<int32_t>(std::vector<int32_t>{7, -7, 1}, DataType::kInt32, DataType::kInt32, 0.5);
   EXPECT_EQ(i32, (std::vector<int32_t>{3, -3, 0}));
-  auto i8 = convert<int8_t>(std::vector<int8_t>{100, -100, 1}, DataType::kInt8, DataType::kInt8,
-                            100.0);
+  auto i8 =
+      convert<int8_t>(std::vector<int8_t>{100, -100, 1}, DataType::kInt8, DataType::kInt8, 100.0);
   EXPECT_EQ(i8, (std::vector<int8_t>{127, -128, 100}));
-  auto u8 = convert<uint8_t>(std::vector<uint8_t>{5, 0}, DataType::kUInt8, DataType::kUInt8,
-                             -1.0);
+  auto u8 = convert<uint8_t>(std::vector<uint8_t>{5, 0}, DataType::kUInt8, DataType::kUInt8, -1.0);
   EXPECT_EQ(u8, (std::vector<uint8_t>{0, 0}));
   auto i64 = convert<int64_t>(std::vector<int64_t>{INT64_MAX, -9}, DataType::kInt64,
                               DataType::kInt64, 4.0);
   EXPECT_EQ(i64, (std::vector<int64_t>{INT64_MAX, -36}));
-  auto f64 = convert<double>(std::vector<double>{0.1}, DataType::kFloat64, DataType::kFloat64,
-                             3.0);
+  auto f64 = convert<double>(std::vector<double>{0.1}, DataType::kFloat64, DataType::kFloat64, 3.0);
   EXPECT_EQ(f64[0], 0.1 * 3.0);
 }
 
@@ -122,8 +120,7 @@ TEST(BatchedCopyReference, ConversionsThatDoNotExistAreClearErrors) {
   expectInvalid({DataType::kBool, DataType::kBool, 2.0}, "bool cannot be scaled");
   expectInvalid({DataType::kFloat32, DataType::kInt32, 1.0}, "no cast from float32 to int32");
   expectInvalid({DataType::kFloat16, DataType::kBFloat16, 1.0}, "no cast from float16");
-  expectInvalid({DataType::kFloat32, DataType::kFloat32,
-                 std::numeric_limits<double>::quiet_NaN()},
+  expectInvalid({DataType::kFloat32, DataType::kFloat32, std::numeric_limits<double>::quiet_NaN()},
                 "finite");
   EXPECT_THROW(planLaunches({}, {DataType::kFloat64, DataType::kFloat16, 1.0}), Error);
 }

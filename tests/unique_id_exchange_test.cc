@@ -40,7 +40,8 @@ TEST(UniqueIdExchange, AMissingRootIsATimeoutNamingItAndTheKey) {
   auto store = makeMemoryStore();
   UniqueIdExchange exchange{"nccl/unique_id", 1, 0, "rank 0 (host a)", 128};
   try {
-    exchangeUniqueId(*store, exchange, [] { return Bytes{}; }, Deadline::after(Duration(100)));
+    exchangeUniqueId(
+        *store, exchange, [] { return Bytes{}; }, Deadline::after(Duration(100)));
     FAIL() << "no root, yet an id";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kTimeout);
@@ -56,7 +57,8 @@ TEST(UniqueIdExchange, AnIdOfTheWrongSizeIsAMismatch) {
   store->set("nccl/unique_id", Bytes(64, 1));
   UniqueIdExchange exchange{"nccl/unique_id", 1, 0, "rank 0 (host a)", 128};
   try {
-    exchangeUniqueId(*store, exchange, [] { return Bytes{}; }, Deadline::after(Duration(1000)));
+    exchangeUniqueId(
+        *store, exchange, [] { return Bytes{}; }, Deadline::after(Duration(1000)));
     FAIL() << "a 64-byte id was taken for 128";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kMismatch);

@@ -70,9 +70,7 @@ __device__ float widenBfloat16(uint16_t bits) {
   return __bfloat162float(__ushort_as_bfloat16(bits));
 }
 __device__ uint16_t narrowHalf(float x) { return __half_as_ushort(__float2half_rn(x)); }
-__device__ uint16_t narrowBfloat16(float x) {
-  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-}
+__device__ uint16_t narrowBfloat16(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 
 // kHalf: float16 when true, bfloat16 when false.
 template <bool kHalf>
@@ -151,19 +149,24 @@ void launchAll(const LaunchPlan& plan, Convert convert, cudaStream_t stream) {
       throw makeError(ErrorCode::kInvalidArgument, "batched copy of ", launch.blocks,
                       " blocks exceeds one launch's grid");
     }
-    batchedCopyKernel<Convert><<<static_cast<unsigned>(launch.blocks), kThreadsPerBlock, 0,
-                                 stream>>>(table, convert);
+    batchedCopyKernel<Convert>
+        <<<static_cast<unsigned>(launch.blocks), kThreadsPerBlock, 0, stream>>>(table, convert);
     checkCuda(cudaGetLastError(), "launching the batched copy kernel");
   }
 }
 
 void launchRaw(const LaunchPlan& plan, cudaStream_t stream) {
   switch (plan.raw_unit_bytes) {
-    case 16: return launchAll(plan, RawCopy<uint4>{}, stream);
-    case 8: return launchAll(plan, RawCopy<uint64_t>{}, stream);
-    case 4: return launchAll(plan, RawCopy<uint32_t>{}, stream);
-    case 2: return launchAll(plan, RawCopy<uint16_t>{}, stream);
-    default: return launchAll(plan, RawCopy<uint8_t>{}, stream);
+    case 16:
+      return launchAll(plan, RawCopy<uint4>{}, stream);
+    case 8:
+      return launchAll(plan, RawCopy<uint64_t>{}, stream);
+    case 4:
+      return launchAll(plan, RawCopy<uint32_t>{}, stream);
+    case 2:
+      return launchAll(plan, RawCopy<uint16_t>{}, stream);
+    default:
+      return launchAll(plan, RawCopy<uint8_t>{}, stream);
   }
 }
 
@@ -188,16 +191,26 @@ void launchBatchedCopy(const std::vector<CopySegment>& segments, const CopyConve
                 : launchAll(plan, Decompress<false>{scale32}, stream);
   }
   switch (c.src_type) {
-    case DataType::kFloat16: return launchAll(plan, ScaleHalfWidth<true>{scale32}, stream);
-    case DataType::kBFloat16: return launchAll(plan, ScaleHalfWidth<false>{scale32}, stream);
-    case DataType::kFloat32: return launchAll(plan, ScaleFloat32{scale32}, stream);
-    case DataType::kFloat64: return launchAll(plan, ScaleFloat64{c.scale}, stream);
-    case DataType::kUInt8: return launchAll(plan, ScaleInteger<uint8_t>{c.scale}, stream);
-    case DataType::kInt8: return launchAll(plan, ScaleInteger<int8_t>{c.scale}, stream);
-    case DataType::kInt16: return launchAll(plan, ScaleInteger<int16_t>{c.scale}, stream);
-    case DataType::kInt32: return launchAll(plan, ScaleInteger<int32_t>{c.scale}, stream);
-    case DataType::kInt64: return launchAll(plan, ScaleInteger<int64_t>{c.scale}, stream);
-    case DataType::kBool: break;
+    case DataType::kFloat16:
+      return launchAll(plan, ScaleHalfWidth<true>{scale32}, stream);
+    case DataType::kBFloat16:
+      return launchAll(plan, ScaleHalfWidth<false>{scale32}, stream);
+    case DataType::kFloat32:
+      return launchAll(plan, ScaleFloat32{scale32}, stream);
+    case DataType::kFloat64:
+      return launchAll(plan, ScaleFloat64{c.scale}, stream);
+    case DataType::kUInt8:
+      return launchAll(plan, ScaleInteger<uint8_t>{c.scale}, stream);
+    case DataType::kInt8:
+      return launchAll(plan, ScaleInteger<int8_t>{c.scale}, stream);
+    case DataType::kInt16:
+      return launchAll(plan, ScaleInteger<int16_t>{c.scale}, stream);
+    case DataType::kInt32:
+      return launchAll(plan, ScaleInteger<int32_t>{c.scale}, stream);
+    case DataType::kInt64:
+      return launchAll(plan, ScaleInteger<int64_t>{c.scale}, stream);
+    case DataType::kBool:
+      break;
   }
   RONDE_CHECK(false, "conversion passed checkConversion but has no kernel");
 }

@@ -94,8 +94,7 @@ struct LaunchPlan {
   uint32_t raw_unit_bytes = 0;
   std::vector<Launch> launches;
 };
-LaunchPlan planLaunches(const std::vector<CopySegment>& segments,
-                        const CopyConversion& conversion);
+LaunchPlan planLaunches(const std::vector<CopySegment>& segments, const CopyConversion& conversion);
 
 // True when this build has the CUDA kernels.
 bool deviceCopiesBuilt();

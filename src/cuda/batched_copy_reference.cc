@@ -85,12 +85,18 @@ void convertSegment(const CopySegment& s, const CopyConversion& c) {
       for (uint64_t i = 0; i < s.count; ++i) out[i] = in[i] * c.scale;
       return;
     }
-    case DataType::kUInt8: return scaleIntegers<uint8_t>(s.src, s.dst, s.count, c.scale);
-    case DataType::kInt8: return scaleIntegers<int8_t>(s.src, s.dst, s.count, c.scale);
-    case DataType::kInt16: return scaleIntegers<int16_t>(s.src, s.dst, s.count, c.scale);
-    case DataType::kInt32: return scaleIntegers<int32_t>(s.src, s.dst, s.count, c.scale);
-    case DataType::kInt64: return scaleIntegers<int64_t>(s.src, s.dst, s.count, c.scale);
-    case DataType::kBool: break;
+    case DataType::kUInt8:
+      return scaleIntegers<uint8_t>(s.src, s.dst, s.count, c.scale);
+    case DataType::kInt8:
+      return scaleIntegers<int8_t>(s.src, s.dst, s.count, c.scale);
+    case DataType::kInt16:
+      return scaleIntegers<int16_t>(s.src, s.dst, s.count, c.scale);
+    case DataType::kInt32:
+      return scaleIntegers<int32_t>(s.src, s.dst, s.count, c.scale);
+    case DataType::kInt64:
+      return scaleIntegers<int64_t>(s.src, s.dst, s.count, c.scale);
+    case DataType::kBool:
+      break;
   }
   RONDE_CHECK(false, "conversion passed checkConversion but has no reference");
 }

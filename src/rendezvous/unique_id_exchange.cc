@@ -25,8 +25,8 @@ Bytes exchangeUniqueId(Store& store, const UniqueIdExchange& exchange,
     }
   }
   if (exchange.expected_bytes != 0 && id.size() != exchange.expected_bytes) {
-    throw makeError(ErrorCode::kMismatch, "'", exchange.key, "' from ", exchange.root_name,
-                    " has ", id.size(), " bytes where rank ", exchange.rank, " expects ",
+    throw makeError(ErrorCode::kMismatch, "'", exchange.key, "' from ", exchange.root_name, " has ",
+                    id.size(), " bytes where rank ", exchange.rank, " expects ",
                     exchange.expected_bytes,
                     ": the ranks run different builds of the library behind it");
   }

@@ -13,10 +13,10 @@
 namespace ronde {
 
 struct UniqueIdExchange {
-  std::string key;          // e.g. "nccl/unique_id"
-  int rank = 0;             // this rank
-  int root = 0;             // the rank that makes the id
-  std::string root_name;    // "rank 0 (host a)", for errors
+  std::string key;            // e.g. "nccl/unique_id"
+  int rank = 0;               // this rank
+  int root = 0;               // the rank that makes the id
+  std::string root_name;      // "rank 0 (host a)", for errors
   size_t expected_bytes = 0;  // the id's size; 0: any
 };
 

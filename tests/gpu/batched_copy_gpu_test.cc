@@ -31,7 +31,9 @@ std::vector<uint8_t> randomValues(DataType type, size_t count, std::mt19937& rng
     uint8_t* at = bytes.data() + i * dataTypeSize(type);
     const int v = any(rng);
     switch (type) {
-      case DataType::kFloat32: std::memcpy(at, &f, 4); break;
+      case DataType::kFloat32:
+        std::memcpy(at, &f, 4);
+        break;
       case DataType::kFloat64: {
         const double d = static_cast<double>(f) * 1.000001;
         std::memcpy(at, &d, 8);
@@ -47,7 +49,9 @@ std::vector<uint8_t> randomValues(DataType type, size_t count, std::mt19937& rng
         std::memcpy(at, &b, 2);
         break;
       }
-      case DataType::kBool: *at = static_cast<uint8_t>(v & 1); break;
+      case DataType::kBool:
+        *at = static_cast<uint8_t>(v & 1);
+        break;
       default: {  // the low bytes of a 64-bit value
         const int64_t wide = static_cast<int64_t>(v) * 1000003;
         std::memcpy(at, &wide, dataTypeSize(type));
@@ -78,7 +82,7 @@ void expectDeviceMatchesReference(const CopyConversion& c, size_t segments, size
   size_t src_elems = 0, dst_elems = 0;
   for (size_t i = 0; i < segments; ++i) {
     counts[i] = i % 50 == 0 ? max_count * 20 : count_of(rng);  // a few big ones
-    const size_t skew = misalign ? (i % 3) : 0;  // elements off the aligned start
+    const size_t skew = misalign ? (i % 3) : 0;                // elements off the aligned start
     src_at[i] = src_elems + skew;
     dst_at[i] = dst_elems + skew;
     src_elems += counts[i] + 64;
@@ -91,10 +95,10 @@ void expectDeviceMatchesReference(const CopyConversion& c, size_t segments, size
   checkCuda(cudaMemcpy(d_dst.ptr, expected.data(), expected.size(), cudaMemcpyHostToDevice));
   std::vector<CopySegment> host, device;
   for (size_t i = 0; i < segments; ++i) {
-    host.push_back({src.data() + src_at[i] * in_size, expected.data() + dst_at[i] * out_size,
-                    counts[i]});
-    device.push_back({d_src.data() + src_at[i] * in_size, d_dst.data() + dst_at[i] * out_size,
-                      counts[i]});
+    host.push_back(
+        {src.data() + src_at[i] * in_size, expected.data() + dst_at[i] * out_size, counts[i]});
+    device.push_back(
+        {d_src.data() + src_at[i] * in_size, d_dst.data() + dst_at[i] * out_size, counts[i]});
   }
   referenceBatchedCopy(host, c);
   cudaStream_t stream;
@@ -115,8 +119,8 @@ void expectDeviceMatchesReference(const CopyConversion& c, size_t segments, size
       << ": first differing byte " << first_bad << " (element " << first_bad / out_size << ")";
 }
 
-const DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt16,
-                              DataType::kInt32,   DataType::kInt64,   DataType::kFloat16,
+const DataType kAllTypes[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+                              DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
                               DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
                               DataType::kBool};
 

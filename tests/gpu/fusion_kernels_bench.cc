@@ -48,8 +48,9 @@ struct Report {
   std::ofstream json;
   void add(const std::string& name, double value, const char* unit) {
     std::printf("%-44s %10.3f %s\n", name.c_str(), value, unit);
-    if (json) json << "{\"name\": \"" << name << "\", \"value\": " << value << ", \"unit\": \""
-                   << unit << "\"}\n";
+    if (json)
+      json << "{\"name\": \"" << name << "\", \"value\": " << value << ", \"unit\": \"" << unit
+           << "\"}\n";
   }
 };
 
@@ -81,29 +82,37 @@ int main(int argc, char** argv) {
   const cuda::CopyConversion same{DataType::kFloat32, DataType::kFloat32, 1.0};
   const cuda::CopyConversion prescaled{DataType::kFloat32, DataType::kFloat32, 0.5};
   const cuda::CopyConversion to_half{DataType::kFloat32, DataType::kFloat16, 0.5};
-  report.add("pack_200x16KiB_per_tensor_memcpy", 1000 * timeMs(stream, 5, 100, [&] {
-    for (const auto& s : pack) {
-      check(cudaMemcpyAsync(s.dst, s.src, s.count * 4, cudaMemcpyDeviceToDevice, stream), "copy");
-    }
-  }), "us");
-  report.add("pack_200x16KiB_batched", 1000 * timeMs(stream, 5, 200, [&] {
-    cuda::launchBatchedCopy(pack, same, stream);
-  }), "us");
-  report.add("pack_200x16KiB_batched_prescale", 1000 * timeMs(stream, 5, 200, [&] {
-    cuda::launchBatchedCopy(pack, prescaled, stream);
-  }), "us");
-  report.add("unpack_200x16KiB_batched", 1000 * timeMs(stream, 5, 200, [&] {
-    cuda::launchBatchedCopy(unpack, same, stream);
-  }), "us");
-  report.add("unpack_200x16KiB_batched_postscale", 1000 * timeMs(stream, 5, 200, [&] {
-    cuda::launchBatchedCopy(unpack, prescaled, stream);
-  }), "us");
+  report.add("pack_200x16KiB_per_tensor_memcpy",
+             1000 * timeMs(stream, 5, 100,
+                           [&] {
+                             for (const auto& s : pack) {
+                               check(cudaMemcpyAsync(s.dst, s.src, s.count * 4,
+                                                     cudaMemcpyDeviceToDevice, stream),
+                                     "copy");
+                             }
+                           }),
+             "us");
+  report.add("pack_200x16KiB_batched",
+             1000 * timeMs(stream, 5, 200, [&] { cuda::launchBatchedCopy(pack, same, stream); }),
+             "us");
+  report.add(
+      "pack_200x16KiB_batched_prescale",
+      1000 * timeMs(stream, 5, 200, [&] { cuda::launchBatchedCopy(pack, prescaled, stream); }),
+      "us");
+  report.add("unpack_200x16KiB_batched",
+             1000 * timeMs(stream, 5, 200, [&] { cuda::launchBatchedCopy(unpack, same, stream); }),
+             "us");
+  report.add(
+      "unpack_200x16KiB_batched_postscale",
+      1000 * timeMs(stream, 5, 200, [&] { cuda::launchBatchedCopy(unpack, prescaled, stream); }),
+      "us");
   {
     const auto layout16 = cuda::layoutFusion(counts, DataType::kFloat16);
     const auto pack16 = cuda::packSegments(grads_in, counts, fused, layout16);
-    report.add("pack_200x16KiB_batched_fp16_prescale", 1000 * timeMs(stream, 5, 200, [&] {
-      cuda::launchBatchedCopy(pack16, to_half, stream);
-    }), "us");
+    report.add(
+        "pack_200x16KiB_batched_fp16_prescale",
+        1000 * timeMs(stream, 5, 200, [&] { cuda::launchBatchedCopy(pack16, to_half, stream); }),
+        "us");
   }
 
   // --- Bandwidth on 256 MiB of float32, bytes read + written per second.

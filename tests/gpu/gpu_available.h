@@ -19,10 +19,10 @@ inline std::string noGpuReason() {
   return "";
 }
 
-#define RONDE_SKIP_WITHOUT_GPU()                                        \
-  do {                                                                  \
-    const std::string ronde_no_gpu_ = ::ronde::testing::noGpuReason();  \
-    if (!ronde_no_gpu_.empty()) GTEST_SKIP() << ronde_no_gpu_;          \
+#define RONDE_SKIP_WITHOUT_GPU()                                       \
+  do {                                                                 \
+    const std::string ronde_no_gpu_ = ::ronde::testing::noGpuReason(); \
+    if (!ronde_no_gpu_.empty()) GTEST_SKIP() << ronde_no_gpu_;         \
   } while (0)
 
 }  // namespace ronde::testing

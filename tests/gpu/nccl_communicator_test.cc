@@ -79,8 +79,8 @@ TEST(NcclWorldOfOne, AllreduceOfEveryTypeAndOpAgreesWithTheHost) {
   const size_t n = 1000;
   // One rank: every op leaves x, then the scales apply: int32 truncates twice, floats are exact
   // for these powers of two.
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                      ReduceOp::kProduct}) {
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
     std::vector<int32_t> ints(n);
     for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int32_t>(i) - 500;
     Device in(n * 4), out(n * 4);

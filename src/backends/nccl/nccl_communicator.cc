@@ -241,9 +241,9 @@ void NcclCommunicator::verify(const OpDescriptor& descriptor) {
   auto* all = static_cast<OpDescriptor*>(host_descriptors_);
   all[rank()] = descriptor;
   auto* mine = static_cast<char*>(descriptors_) + sizeof(OpDescriptor) * rank();
-  checkCudaCall(cudaMemcpyAsync(mine, &all[rank()], sizeof(OpDescriptor), cudaMemcpyHostToDevice,
-                                stream_),
-                "copying the call descriptor");
+  checkCudaCall(
+      cudaMemcpyAsync(mine, &all[rank()], sizeof(OpDescriptor), cudaMemcpyHostToDevice, stream_),
+      "copying the call descriptor");
   check(ncclAllGather(mine, descriptors_, sizeof(OpDescriptor), ncclUint8, comm_, stream_),
         "ncclAllGather of the call descriptors");
   checkCudaCall(cudaMemcpyAsync(all, descriptors_, sizeof(OpDescriptor) * size(),
@@ -379,15 +379,14 @@ void NcclCommunicator::broadcast(void* buffer, size_t count, DataType type, int 
                       ")");
     }
     if (count == 0) return;
-    check(ncclBroadcast(buffer, buffer, count * dataTypeSize(type), ncclUint8, root, comm_,
-                        stream_),
-          "ncclBroadcast");
+    check(
+        ncclBroadcast(buffer, buffer, count * dataTypeSize(type), ncclUint8, root, comm_, stream_),
+        "ncclBroadcast");
   });
 }
 
-void NcclCommunicator::alltoallv(const void* in, const std::vector<size_t>& send_counts,
-                                 void* out, const std::vector<size_t>& recv_counts,
-                                 DataType type) {
+void NcclCommunicator::alltoallv(const void* in, const std::vector<size_t>& send_counts, void* out,
+                                 const std::vector<size_t>& recv_counts, DataType type) {
   OpDescriptor d;
   d.kind = CollectiveKind::kAlltoall;
   d.type = type;
@@ -406,8 +405,8 @@ void NcclCommunicator::alltoallv(const void* in, const std::vector<size_t>& send
         check(ncclSend(at(in, sent, type), s * element, ncclUint8, r, comm_, stream_), "ncclSend");
       }
       if (g > 0) {
-        check(ncclRecv(const_cast<char*>(at(out, received, type)), g * element, ncclUint8, r,
-                       comm_, stream_),
+        check(ncclRecv(const_cast<char*>(at(out, received, type)), g * element, ncclUint8, r, comm_,
+                       stream_),
               "ncclRecv");
       }
       sent += s;

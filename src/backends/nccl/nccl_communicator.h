@@ -95,10 +95,10 @@ class NcclCommunicator final : public Communicator {
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
-  bool nccl_aborted_ = false;     // ncclCommAbort ran: comm_ is gone
-  void* descriptors_ = nullptr;   // device: size() descriptors for verify()
+  bool nccl_aborted_ = false;         // ncclCommAbort ran: comm_ is gone
+  void* descriptors_ = nullptr;       // device: size() descriptors for verify()
   void* host_descriptors_ = nullptr;  // pinned: the same, on the host
-  void* scratch_ = nullptr;       // device: prescaled inputs
+  void* scratch_ = nullptr;           // device: prescaled inputs
   size_t scratch_bytes_ = 0;
   uint64_t op_index_ = 0;
   Deadline deadline_ = Deadline::never();  // of the call in progress
