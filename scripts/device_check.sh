@@ -5,9 +5,11 @@
 #   scripts/device_check.sh prepare   on a developer's machine (nvcc, GTest, .venv-cuda from
 #                                     scripts/setup_cuda_venv.sh): builds build-device/ (Release,
 #                                     sm_90, CUDA + NCCL, MPI and LibTorch off: nothing the lent
-#                                     machine lacks), ~1-3 min; carry build-device to the device.
-#   scripts/device_check.sh           on the device: builds build-device/ itself when it is
-#                                     missing and nvcc is there, then runs, writing under $OUT:
+#                                     machine lacks) and copies what runs into build-device-bin/
+#                                     (a few MiB): carry build-device-bin to the device.
+#   scripts/device_check.sh           on the device: builds build-device/ itself when
+#                                     build-device-bin/ is missing and nvcc is there, then runs,
+#                                     writing under $OUT:
 #     nvidia-smi.txt        the GPU and driver
 #     check-build.txt       `ronde check-build`: CUDA and NCCL ticked, NCCL's version
 #     batched_copy_gpu.txt  tests/gpu/batched_copy_gpu_test: every conversion vs the host reference
@@ -22,6 +24,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${RONDE_DEVICE_BUILD:-build-device}
+bin=${RONDE_DEVICE_BIN:-build-device-bin}
 
 nccl_root() {  # the NCCL wheel's folder, from the first python that has it
   local py
@@ -45,12 +48,16 @@ configure_and_build() {
     -DRONDE_WITH_LIBTORCH=OFF -DRONDE_BUILD_TESTS=OFF -DRONDE_BUILD_GPU_TESTS=ON \
     -DRONDE_BUILD_BENCH=OFF -DRONDE_BUILD_EXAMPLES=OFF >/dev/null || return 1
   ninja -C "$build" -j"$(nproc)" ronde ronde_cli batched_copy_gpu_test nccl_communicator_test \
-    fusion_kernels_bench
+    fusion_kernels_bench || return 1
+  rm -rf "$bin" && mkdir -p "$bin"
+  cp -L "$build"/libronde.so.0 "$build/src/launcher/ronde" "$build"/tests/gpu/batched_copy_gpu_test \
+    "$build"/tests/gpu/nccl_communicator_test "$build"/tests/gpu/fusion_kernels_bench "$bin"/
+  strip --strip-debug "$bin"/*  # the run tool carries at most 64 MiB
 }
 
 if [ "${1:-}" = "prepare" ]; then
   configure_and_build || exit 1
-  du -sh "$build"
+  du -sh "$bin"
   exit 0
 fi
 
@@ -71,7 +78,7 @@ step() {  # step NAME FILE COMMAND...: runs with a time limit, records passed / 
 }
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || echo "nvidia-smi failed" >>"$out/nvidia-smi.txt"
-if [ ! -x "$build/tests/gpu/nccl_communicator_test" ]; then
+if [ ! -x "$bin/nccl_communicator_test" ]; then
   if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     if configure_and_build >"$out/build.txt" 2>&1; then
       echo "build: passed" | tee -a "$summary"
@@ -80,17 +87,19 @@ if [ ! -x "$build/tests/gpu/nccl_communicator_test" ]; then
       exit 1
     fi
   else
-    echo "build: FAILED (no $build/ carried and no nvcc here: run 'scripts/device_check.sh prepare' first)" |
+    echo "build: FAILED (no $bin/ carried and no nvcc here: run 'scripts/device_check.sh prepare' first)" |
       tee -a "$summary"
     exit 1
   fi
 fi
-# The prepared tree's RUNPATH names the developer's NCCL; here it is the machine's wheel.
-if root=$(nccl_root); then export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
-step check-build check-build.txt "$build/src/launcher/ronde" check-build --python /bin/false
-step batched-copy batched_copy_gpu.txt "$build/tests/gpu/batched_copy_gpu_test"
-step nccl nccl_gpu.txt "$build/tests/gpu/nccl_communicator_test"
-step bench bench.txt "$build/tests/gpu/fusion_kernels_bench" "$out/bench.jsonl"
+# The prepared binaries' RUNPATH names the developer's folders; here libronde is in $bin and
+# NCCL is the machine's wheel.
+export LD_LIBRARY_PATH="$(pwd)/$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if root=$(nccl_root); then export LD_LIBRARY_PATH="$root/lib:$LD_LIBRARY_PATH"; fi
+step check-build check-build.txt "$bin/ronde" check-build --python /bin/false
+step batched-copy batched_copy_gpu.txt "$bin/batched_copy_gpu_test"
+step nccl nccl_gpu.txt "$bin/nccl_communicator_test"
+step bench bench.txt "$bin/fusion_kernels_bench" "$out/bench.jsonl"
 # A skipped GPU test is a failure here: this machine has the GPU.
 if grep -q "SKIPPED" "$out/batched_copy_gpu.txt" "$out/nccl_gpu.txt" 2>/dev/null; then
   echo "gpu tests: FAILED (some skipped: no GPU visible?)" | tee -a "$summary"
