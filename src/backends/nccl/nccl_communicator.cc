@@ -67,14 +67,14 @@ NcclCommunicator::NcclCommunicator(const CommOptions& options) : options_(option
     topology_ = Topology::fromHosts(0, {hostname});
   }
   const std::string me = topology_.name(rank());
-  int devices = 0;
-  checkCudaCall(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-  device_ = options.cuda_device;
-  if (device_ < 0) checkCudaCall(cudaGetDevice(&device_), "cudaGetDevice");
-  if (device_ >= devices) {
-    throw makeError(ErrorCode::kConfig, me, " asks for GPU ", device_, " but sees ", devices);
-  }
   try {
+    int devices = 0;
+    checkCudaCall(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    device_ = options.cuda_device;
+    if (device_ < 0) checkCudaCall(cudaGetDevice(&device_), "cudaGetDevice");
+    if (device_ >= devices) {
+      throw makeError(ErrorCode::kConfig, me, " asks for GPU ", device_, " but sees ", devices);
+    }
     checkCudaCall(cudaSetDevice(device_), "cudaSetDevice");
     checkCudaCall(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     checkCudaCall(cudaMalloc(&descriptors_, sizeof(OpDescriptor) * size()), "cudaMalloc");
@@ -123,6 +123,7 @@ NcclCommunicator::NcclCommunicator(const CommOptions& options) : options_(option
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  queue_.reset();  // queued collectives finish before anything they use goes
   cudaSetDevice(device_);
   if (comm_ != nullptr && !nccl_aborted_) {
     if (aborted_.load()) {

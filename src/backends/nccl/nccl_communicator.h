@@ -22,6 +22,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -68,7 +69,7 @@ class NcclCommunicator final : public Communicator {
 
  protected:
   std::shared_ptr<Work> enqueue(std::function<void()> fn) override {
-    return queue_.submit(std::move(fn));
+    return queue_->submit(std::move(fn));
   }
 
  private:
@@ -110,7 +111,8 @@ class NcclCommunicator final : public Communicator {
   ErrorCode abort_code_ = ErrorCode::kAborted;
   std::string abort_reason_;
 
-  WorkQueue queue_;  // last: drained before anything above is destroyed
+  // Reset first thing in the destructor: drained before anything above is released.
+  std::unique_ptr<WorkQueue> queue_ = std::make_unique<WorkQueue>();
 };
 
 }  // namespace ronde
