@@ -14,6 +14,14 @@ set(RONDE_WITH_CUDA AUTO CACHE STRING "Build the CUDA parts (src/cuda, NCCL): AU
 set(RONDE_WITH_NCCL AUTO CACHE STRING "Build the NCCL backend (needs CUDA): AUTO, ON or OFF")
 set(RONDE_NCCL_ROOT "" CACHE PATH "NCCL's prefix (include/nccl.h, lib/libnccl.so*)")
 
+# auto, on and off in any case, as RONDE_WITH_MPI.
+foreach(choice CUDA NCCL)
+  string(TOLOWER ${choice} name)
+  string(TOUPPER "${RONDE_WITH_${choice}}" ronde_with_${name})
+  if(NOT ronde_with_${name} MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "RONDE_WITH_${choice} must be AUTO, ON or OFF, not '${RONDE_WITH_${choice}}'")
+  endif()
+endforeach()
 set(RONDE_HAVE_CUDA OFF)
 set(RONDE_HAVE_NCCL OFF)
 # Host-only code of src/cuda (the reference semantics and launch plans of the kernels) is part
@@ -21,7 +29,15 @@ set(RONDE_HAVE_NCCL OFF)
 file(GLOB RONDE_CUDA_HOST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cc)
 target_sources(ronde PRIVATE ${RONDE_CUDA_HOST_SOURCES})
 
-if(NOT RONDE_WITH_CUDA STREQUAL "OFF")
+set(ronde_try_cuda ON)
+if(ronde_with_cuda STREQUAL "OFF")
+  set(ronde_try_cuda OFF)
+elseif(ronde_with_cuda STREQUAL "AUTO" AND (RONDE_SANITIZE OR RONDE_FUZZ))
+  # Sanitized and fuzz builds test host code; their flags are not for nvcc (ON still forces it).
+  message(STATUS "ronde: no CUDA in a sanitizer or fuzz build (RONDE_WITH_CUDA=ON forces it)")
+  set(ronde_try_cuda OFF)
+endif()
+if(ronde_try_cuda)
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
@@ -35,15 +51,15 @@ if(NOT RONDE_WITH_CUDA STREQUAL "OFF")
   endif()
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     set(RONDE_HAVE_CUDA ON)
-  elseif(RONDE_WITH_CUDA STREQUAL "ON")
+  elseif(ronde_with_cuda STREQUAL "ON")
     message(FATAL_ERROR "RONDE_WITH_CUDA=ON but CMake found no CUDA compiler and toolkit "
                         "(put nvcc on PATH or pass -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)")
   endif()
-elseif(RONDE_WITH_NCCL STREQUAL "ON")
+elseif(ronde_with_nccl STREQUAL "ON")
   message(FATAL_ERROR "RONDE_WITH_NCCL=ON needs CUDA, but RONDE_WITH_CUDA=OFF")
 endif()
 
-if(RONDE_HAVE_CUDA AND NOT RONDE_WITH_NCCL STREQUAL "OFF")
+if(RONDE_HAVE_CUDA AND NOT ronde_with_nccl STREQUAL "OFF")
   set(nccl_hints ${RONDE_NCCL_ROOT} $ENV{RONDE_NCCL_ROOT} ${CUDAToolkit_LIBRARY_ROOT})
   if(NOT SKBUILD)
     file(GLOB venv_nccl ${PROJECT_SOURCE_DIR}/.venv-cuda/lib/python3*/site-packages/nvidia/nccl)
@@ -58,11 +74,11 @@ if(RONDE_HAVE_CUDA AND NOT RONDE_WITH_NCCL STREQUAL "OFF")
   find_library(RONDE_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR})
   if(RONDE_NCCL_INCLUDE_DIR AND RONDE_NCCL_LIBRARY)
     set(RONDE_HAVE_NCCL ON)
-  elseif(RONDE_WITH_NCCL STREQUAL "ON")
+  elseif(ronde_with_nccl STREQUAL "ON")
     message(FATAL_ERROR "RONDE_WITH_NCCL=ON but no nccl.h and libnccl were found: run "
                         "scripts/setup_cuda_venv.sh and pass -DRONDE_NCCL_ROOT=<the dir it prints>")
   endif()
-elseif(RONDE_WITH_NCCL STREQUAL "ON")
+elseif(ronde_with_nccl STREQUAL "ON")
   message(FATAL_ERROR "RONDE_WITH_NCCL=ON needs CUDA, which this configuration does not have")
 endif()
 
@@ -74,9 +90,6 @@ if(RONDE_HAVE_CUDA)
   target_include_directories(ronde_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include
                              ${PROJECT_SOURCE_DIR}/src)
   set_target_properties(ronde_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
-  # -Xcompiler: the host compiler's warnings as for the rest of the tree.
-  target_compile_options(ronde_cuda PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
   target_sources(ronde PRIVATE $<TARGET_OBJECTS:ronde_cuda>)
   # The static runtime: libronde needs no libcudart.so at load, and on a machine without a
   # driver every CUDA call returns an error (the GPU tests skip on it) instead of failing to load.
