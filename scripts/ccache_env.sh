@@ -7,3 +7,7 @@ if command -v ccache >/dev/null 2>&1; then
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(pwd)}
   export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 fi
+# nvcc too, for the CUDA parts (cmake/ronde_cuda.cmake).
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_CUDA_COMPILER_LAUNCHER=${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}
+fi

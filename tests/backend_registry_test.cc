@@ -81,6 +81,35 @@ TEST(BackendRegistry, MpiAskedForIsChosenUnderMpirunOrIsAClearError) {
   }
 }
 
+TEST(BackendRegistry, NcclIsListedButNeverChosenForHostBuffers) {
+  const Backend* nccl = findBackend("nccl");
+  ASSERT_NE(nccl, nullptr);
+  EXPECT_TRUE(nccl->device_buffers);
+  EXPECT_FALSE(nccl->kind.has_value());
+  EXPECT_EQ(nccl->built, ncclBuiltVersion() != 0);
+  for (CpuOperations ops : {CpuOperations::kAuto, CpuOperations::kNative}) {
+    EXPECT_STRNE(chooseBackend(ops, "").name, "nccl");
+  }
+  if (nccl->built) {
+    EXPECT_EQ(&deviceBackend("nccl"), nccl);
+    EXPECT_GE(ncclBuiltVersion(), 21400) << "nonblocking communicators need NCCL 2.14";
+  } else {
+    try {
+      deviceBackend("nccl");
+      FAIL() << "a build without NCCL handed out its backend";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kConfig);
+      EXPECT_NE(std::string(e.what()).find("not in this build"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    deviceBackend("native");
+    FAIL() << "native is no device backend";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConfig);
+  }
+}
+
 TEST(BackendRegistry, FromEnvironmentRefusesMpiWithoutAnMpiLauncher) {
   if (std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK") ||
       std::getenv("SLURM_PROCID")) {

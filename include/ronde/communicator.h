@@ -57,6 +57,9 @@ struct CommOptions {
   // How errors name each rank: its world rank, in a sub-communicator (subCommunicator sets
   // it). Empty: by its rank in this communicator.
   std::vector<int> rank_labels;
+  // The NCCL backend's GPU (its buffers are device memory there); -1: the creating thread's
+  // current CUDA device. The host backends ignore it.
+  int cuda_device = -1;
 
   // Copies the transport and algorithm fields from settings.
   static CommOptions fromSettings(const Settings& settings);

@@ -228,6 +228,10 @@ PYBIND11_MODULE(_core, m) {
       if (b.built) names.emplace_back(b.name);
     return names;
   });
+  // What Horovod's cuda_built() and nccl_built() report: the CUDA kernels are in this build;
+  // the NCCL version the NCCL backend loaded (e.g. 22809), 0 without one.
+  m.def("cuda_built", [] { return cudaBuilt(); });
+  m.def("nccl_version", [] { return ncclBuiltVersion(); });
   m.def("transport_name",
         [] { return withRuntime([](Runtime& r) { return r.communicator().transportName(); }); });
   m.def("rank", [] { return withRuntime([](Runtime& r) { return r.rank(); }); });

@@ -1,5 +1,6 @@
 // The one place that knows which backends this build has: RONDE_HAVE_MPI is defined for this
-// file alone when CMake found MPI and built src/backends/mpi/.
+// file alone when CMake found MPI and built src/backends/mpi/; RONDE_HAVE_CUDA and
+// RONDE_HAVE_NCCL when cmake/ronde_cuda.cmake built src/cuda/ and src/backends/nccl/.
 #include "backends/backend_registry.h"
 
 #include "backends/native/native_communicator.h"
@@ -8,6 +9,9 @@
 
 #ifdef RONDE_HAVE_MPI
 #include "backends/mpi/mpi_backend.h"
+#endif
+#ifdef RONDE_HAVE_NCCL
+#include "backends/nccl/nccl_backend.h"
 #endif
 
 namespace ronde {
@@ -39,7 +43,48 @@ std::unique_ptr<Communicator> createMpi(const CommOptions&) {
 }
 #endif
 
+#ifdef RONDE_HAVE_NCCL
+constexpr bool kNcclBuilt = true;
+std::unique_ptr<Communicator> createNccl(const CommOptions& options) {
+  return makeNcclCommunicator(options);
+}
+#else
+constexpr bool kNcclBuilt = false;
+std::unique_ptr<Communicator> createNccl(const CommOptions&) {
+  throw makeError(ErrorCode::kConfig, "this build of ronde has no NCCL backend");
+}
+#endif
+
+#ifdef RONDE_HAVE_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
+
 }  // namespace
+
+bool cudaBuilt() { return kCudaBuilt; }
+
+int ncclBuiltVersion() {
+#ifdef RONDE_HAVE_NCCL
+  return loadedNcclVersion();
+#else
+  return 0;
+#endif
+}
+
+const Backend& deviceBackend(const std::string& name) {
+  for (const Backend& backend : backends()) {
+    if (!backend.device_buffers || name != backend.name) continue;
+    if (!backend.built) {
+      throw makeError(ErrorCode::kConfig, "the ", name,
+                      " backend is not in this build of ronde: rebuild with CUDA and NCCL "
+                      "(scripts/setup_cuda_venv.sh, -DRONDE_WITH_NCCL=ON; docs/gpu.md)");
+    }
+    return backend;
+  }
+  throw makeError(ErrorCode::kConfig, "no device backend called '", name, "' (there is: nccl)");
+}
 
 const std::vector<Backend>& backends() {
   // MPI comes first when asked for, but never unasked: a job started by mpirun keeps ronde's
@@ -49,6 +94,8 @@ const std::vector<Backend>& backends() {
        kMpiBuilt, false, mpiNeedsAnMpiLauncher, createMpi},
       {CpuOperations::kNative, "native", "ronde's own collectives over shm and TCP", true, true,
        nativeServesEveryLauncher, createNative},
+      {std::nullopt, "nccl", "NVIDIA's collectives on CUDA buffers, one rank per GPU", kNcclBuilt,
+       false, nativeServesEveryLauncher, createNccl, true},
   };
   return all;
 }

@@ -132,16 +132,22 @@ int checkBuild(bool print_settings, const std::string& python) {
   if (!mpi_runtime.empty()) {
     mpi_detail += std::string(mpi_detail.empty() ? "" : "; ") + "mpirun: " + mpi_runtime;
   }
-  // The registry's list, in its order of preference; MPI printed as Horovod prints it.
+  // The registry's list, in its order of preference; MPI and NCCL printed as Horovod prints them.
+  const int nccl = ncclBuiltVersion();
   std::vector<Component> backend_list;
   for (const Backend& backend : backends()) {
     const bool mpi = backend.kind == CpuOperations::kMpi;
+    const bool is_nccl = std::string(backend.name) == "nccl";
     std::string detail = backend.description;
     if (mpi && !mpi_detail.empty()) detail += "; " + mpi_detail;
-    backend_list.push_back({backend.built, mpi ? "MPI" : backend.name, detail});
+    if (is_nccl && nccl != 0) {
+      detail += "; NCCL " + std::to_string(nccl / 10000) + "." + std::to_string(nccl / 100 % 100) +
+                "." + std::to_string(nccl % 100);
+    }
+    backend_list.push_back({backend.built, mpi ? "MPI" : is_nccl ? "NCCL" : backend.name, detail});
   }
-  backend_list.push_back({RONDE_BUILD_HAS_NCCL != 0, "NCCL", ""});
   printSection("Backends", backend_list);
+  printSection("Devices", {{cudaBuilt(), "CUDA", "device fusion kernels (src/cuda)"}});
   printSection("Frontends",
                {
                    {true, "C++", "include/ronde"},

@@ -2,8 +2,9 @@
 
 ronde's own backend (shared memory and TCP) is what Horovod calls Gloo's job; MPI is a
 backend of its own when the core was built against an MPI library, used when
-RONDE_CPU_OPERATIONS=mpi (HOROVOD_CPU_OPERATIONS=MPI) under mpirun or srun. NCCL, DDL,
-oneCCL, CUDA and ROCm are not part of this build.
+RONDE_CPU_OPERATIONS=mpi (HOROVOD_CPU_OPERATIONS=MPI) under mpirun or srun. CUDA (the device
+fusion kernels) and NCCL (a backend for CUDA buffers) are in a build where CMake found them
+(docs/gpu.md); DDL, oneCCL and ROCm never are.
 """
 
 from ronde import _core
@@ -34,7 +35,9 @@ def gloo_enabled():
 
 
 def nccl_built():
-    return 0
+    """Horovod's nccl_built(): the NCCL version of this build's NCCL backend (e.g. 22809 for
+    2.28.9), 0 when the core was built without NCCL."""
+    return _core.nccl_version()
 
 
 def ddl_built():
@@ -46,7 +49,10 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    """Horovod's cuda_built(): True when the core was built with CUDA (its device fusion
+    kernels). The torch frontend does not yet send CUDA tensors through the runtime
+    (docs/gpu.md says what is wired)."""
+    return _core.cuda_built()
 
 
 def rocm_built():
