@@ -2,9 +2,10 @@
 # The README's second command: builds everything and runs every test.
 #   1. the ronde wheel, installed into .venv (torch 2.13 from PyPI) and .venv-debian
 #      (Debian's torch 1.13): scripts/setup_python.sh
-#   2. the CMake tree in build/: C++ unit and multi-process tests, launcher tests, the
-#      LibTorch frontend on Debian's libtorch, and the Python suite + digits example under
-#      both venvs (ctest)
+#   2. NCCL's wheel (.venv-cuda) and the CMake tree in build/: C++ unit and multi-process
+#      tests, launcher tests, the LibTorch frontend on Debian's libtorch, the CUDA kernels and
+#      NCCL backend where nvcc is found (their GPU tests skip without a GPU), and the Python
+#      suite + digits example under both venvs (ctest)
 #   3. the LibTorch frontend and C++ example against the PyPI torch's libtorch
 #   4. a fresh venv doing `pip install .` with pip's isolated build, then a 2-rank job
 #   5. the framework and engine suites, each in its own venv: TensorFlow/Keras (.venv-tf),
@@ -61,6 +62,8 @@ stage() {
 
 logs=$(mktemp -d /tmp/ronde-test.XXXXXX)
 stage "python wheel into both venvs" bash scripts/setup_python.sh
+# NCCL headers and library for the NCCL backend (src/backends/nccl), from PyPI.
+stage "NCCL wheel (.venv-cuda)" bash scripts/setup_cuda_venv.sh
 stage "CMake build ($build)" bash scripts/build.sh
 
 echo "== ctest ($build)"
