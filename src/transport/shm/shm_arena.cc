@@ -116,6 +116,14 @@ void ShmArena::waitAll(bool reduced, uint64_t step, const ShmWait& wait) const {
 }
 
 void ShmArena::checkPeers(const ShmWait& wait, int waiting_for, bool reduced, uint64_t step) const {
+  // A step every rank has reached is done, even if one of them aborted right after it: a rank
+  // aborts only after its arrival (release), so an abort seen here shows that arrival too.
+  bool complete = true;
+  for (int i = waiting_for; i < local_size_ && complete; ++i) {
+    complete = (reduced ? state(i).reduced.load(std::memory_order_acquire)
+                        : state(i).arrived.load(std::memory_order_acquire)) >= step;
+  }
+  if (complete) return;
   const std::string what = wait.describe ? wait.describe() : std::string("a shared-memory collective");
   for (int i = 0; i < local_size_; ++i) {
     if (state(i).aborted.load(std::memory_order_acquire) != 0) {
