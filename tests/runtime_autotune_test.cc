@@ -64,9 +64,9 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
             now.cycle_time_ms != last.cycle_time_ms || now.response_cache != last.response_cache)
           ++knob_changes;
         if (!(now.communicator_tuning == last.communicator_tuning)) ++comm_changes;
-        // What the runtime reports is what its communicator runs with.
-        REQUIRE(now.communicator_tuning == rt->communicator().tuning(),
-                "stats and communicator disagree at step " << step);
+        // (Not compared with rt->communicator().tuning() here: the background thread may
+        // apply the next choice between the two reads. comm_tuning_test checks that the
+        // communicator runs with what setTuning was given.)
         last = now;
       }
       REQUIRE(knob_changes >= 3, "the knobs changed only " << knob_changes << " times");

@@ -150,9 +150,12 @@ void NativeCommunicator::setTuning(const CommTuning& tuning) {
                     " bytes up to the slot size ", slot, " (RONDE_SHM_CHUNK_BYTES at start), not ",
                     tuning.shm_chunk_bytes, " (", topology_.name(rank()), ")");
   }
-  tuning_ = tuning;
-  // Whole cache lines: the reduction kernels' vector loads stay aligned in every chunk.
-  tuning_.shm_chunk_bytes = tuning.shm_chunk_bytes / 64 * 64;
+  {
+    std::lock_guard<std::mutex> lock(tuning_mutex_);
+    tuning_ = tuning;
+    // Whole cache lines: the reduction kernels' vector loads stay aligned in every chunk.
+    tuning_.shm_chunk_bytes = tuning.shm_chunk_bytes / 64 * 64;
+  }
   hierarchical_ = hierarchical_possible_ && tuning.hierarchical_allreduce;
   tuning_hash_ = hashTuning(tuning_);
 }

@@ -51,7 +51,10 @@ class NativeCommunicator final : public Communicator {
   std::string transportName() const override;
 
   bool tunable() const override { return true; }
-  CommTuning tuning() const override { return tuning_; }
+  CommTuning tuning() const override {
+    std::lock_guard<std::mutex> lock(tuning_mutex_);
+    return tuning_;
+  }
   void setTuning(const CommTuning& tuning) override;
 
  protected:
@@ -84,6 +87,9 @@ class NativeCommunicator final : public Communicator {
   bool hierarchical_possible_ = false;  // equal hosts, shm inside: cross_ is connected
   bool hierarchical_ = false;         // allreduce: shm inside hosts, ring across
   CommTuning tuning_;                 // the knobs in force; changed only between collectives
+  // Other threads may ask for tuning() while the thread that runs the collectives changes it;
+  // that thread reads tuning_ itself without the lock.
+  mutable std::mutex tuning_mutex_;
   uint32_t tuning_hash_ = 0;          // of tuning_, in every descriptor
   uint64_t op_index_ = 0;
   bool spin_before_block_ = false;    // every local rank has a CPU of its own
