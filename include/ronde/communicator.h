@@ -194,6 +194,11 @@ class Communicator {
   // This rank's index in a subCommunicator list; Error(kInvalidArgument) when the list is not
   // sorted, unique, within this communicator, or lacks this rank.
   int indexInSubset(const std::vector<int>& ranks) const;
+  // The options a backend's subCommunicator builds with: `mine` (this communicator's) with
+  // this rank's index and the subset's size, ranks labelled by their world rank, and the
+  // store seen under the prefix `name`.
+  CommOptions subsetOptions(const CommOptions& mine, const std::vector<int>& ranks,
+                            const std::string& name) const;
   // Runs `fn` on the worker thread; the Work reports its outcome.
   virtual std::shared_ptr<Work> enqueue(std::function<void()> fn) = 0;
 

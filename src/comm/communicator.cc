@@ -51,6 +51,21 @@ int Communicator::indexInSubset(const std::vector<int>& ranks) const {
   return mine;
 }
 
+CommOptions Communicator::subsetOptions(const CommOptions& mine, const std::vector<int>& ranks,
+                                        const std::string& name) const {
+  CommOptions options = mine;
+  options.rank = indexInSubset(ranks);
+  options.size = static_cast<int>(ranks.size());
+  options.hostname = host(rank());
+  options.rank_labels.clear();
+  for (int r : ranks) {
+    options.rank_labels.push_back(mine.rank_labels.empty() ? r
+                                                           : mine.rank_labels[static_cast<size_t>(r)]);
+  }
+  if (mine.store) options.store = std::make_shared<PrefixStore>(mine.store, name);
+  return options;
+}
+
 void Communicator::allgather(const void* in, void* out, size_t count, DataType type) {
   allgatherv(in, out, std::vector<size_t>(static_cast<size_t>(size()), count), type);
 }

@@ -89,16 +89,7 @@ void MpiCommunicator::meet() {
 
 std::unique_ptr<Communicator> MpiCommunicator::subCommunicator(const std::vector<int>& ranks,
                                                                const std::string& name) {
-  CommOptions options = options_;
-  options.rank = indexInSubset(ranks);
-  options.size = static_cast<int>(ranks.size());
-  options.hostname = host(rank());
-  options.rank_labels.clear();
-  for (int r : ranks) {
-    options.rank_labels.push_back(
-        options_.rank_labels.empty() ? r : options_.rank_labels[static_cast<size_t>(r)]);
-  }
-  if (options_.store) options.store = std::make_shared<PrefixStore>(options_.store, name);
+  CommOptions options = subsetOptions(options_, ranks, name);
   // MPI_Comm_create_group is collective over the group alone (MPI_Comm_split would need every
   // rank). Like MPI_Comm_dup at init it has no timeout: MPI offers none.
   MPI_Group parent = MPI_GROUP_NULL, group = MPI_GROUP_NULL;

@@ -173,16 +173,7 @@ std::string NativeCommunicator::transportName() const {
 
 std::unique_ptr<Communicator> NativeCommunicator::subCommunicator(const std::vector<int>& ranks,
                                                                   const std::string& name) {
-  CommOptions options = options_;
-  options.rank = indexInSubset(ranks);
-  options.size = static_cast<int>(ranks.size());
-  options.hostname = host(rank());
-  options.rank_labels.clear();
-  for (int r : ranks) {
-    options.rank_labels.push_back(
-        options_.rank_labels.empty() ? r : options_.rank_labels[static_cast<size_t>(r)]);
-  }
-  if (options_.store) options.store = std::make_shared<PrefixStore>(options_.store, name);
+  CommOptions options = subsetOptions(options_, ranks, name);
   return std::make_unique<NativeCommunicator>(options);
 }
 
