@@ -1,6 +1,10 @@
 // Every collective x dtype x op x world size x size, on both transports and on simulated
 // hosts, in real processes, each result checked against an independent reference.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <stdexcept>
+#include <string>
 
 #include "support/collective_checks.h"
 #include "support/multiprocess.h"
@@ -42,6 +46,26 @@ TEST_P(CollectivesTest, AllreduceLargeBuffersAndScaling) {
 // (never copied into its slot): in place and not, every element against the reference.
 TEST_P(CollectivesTest, AllreduceLargeUnscaledReducesOwnShareFromTheInput) {
   runRanks(spec(), checkAllreduceLargeUnscaled);
+}
+
+// A communicator whose host has fewer cores than ranks starts staging; the direct path must
+// still be exact there when the autotuner (or a user) switches it on, and staging where
+// there are cores enough.
+TEST_P(CollectivesTest, AllreduceLargeUnscaledWithDirectReadsOnAndOff) {
+  runRanks(spec(), [](Communicator& comm) {
+    const bool own_cores = comm.localSize() <= static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+    if (comm.tuning().shm_direct_read != own_cores) {
+      throw std::runtime_error("direct reads start " +
+                               std::string(own_cores ? "off" : "on") + " with " +
+                               std::to_string(comm.localSize()) + " local ranks");
+    }
+    for (bool direct : {true, false}) {
+      CommTuning tuning = comm.tuning();
+      tuning.shm_direct_read = direct;
+      comm.setTuning(tuning);
+      checkAllreduceLargeUnscaled(comm);
+    }
+  });
 }
 
 TEST_P(CollectivesTest, AllgathervUnevenCounts) { runRanks(spec(), checkAllgathervUnevenCounts); }

@@ -80,9 +80,11 @@ struct CommTuning {
   // Across hosts of equal rank counts: reduce in shared memory inside each host and ring
   // across hosts; off, one flat ring. No effect where the layout allows only one of them.
   bool hierarchical_allreduce = true;
-  // Shared memory, allreduces past the small band without a prescale: read peers' buffers
-  // straight with cross-memory attach where every local rank can (Linux process_vm_readv;
-  // probed at construction), instead of staging through the segment. Off: always stage.
+  // Shared memory, allreduces past the small band without a prescale: read peers' inputs
+  // and write into their outputs with cross-memory attach where every local rank can (Linux
+  // process_vm_readv/writev; probed at construction), instead of staging through the
+  // segment. Off: always stage. A communicator starts with it on when its host has a core
+  // for every local rank, off when they oversubscribe the cores.
   bool shm_direct_read = true;
 
   bool operator==(const CommTuning&) const = default;

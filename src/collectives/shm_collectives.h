@@ -29,6 +29,9 @@ struct ShmOp {
   // Large unscaled allreduces read peers' buffers straight (shm_direct_allreduce.cc): set
   // only when shmProbeDirectRead found it works on every local rank.
   bool direct_read = false;
+  // shmDirectScratchBytes(local size) of private memory the direct allreduce reads peers'
+  // pieces into, kept by the caller across calls; null: it allocates its own per call.
+  char* direct_blocks = nullptr;
 
   size_t chunkBytes() const { return chunk_bytes != 0 ? chunk_bytes : arena->chunkBytes(); }
 };
@@ -46,13 +49,14 @@ void shmAlltoallv(const ShmOp& op, const void* in, const std::vector<size_t>& se
                   const std::vector<size_t>& recv_counts, DataType type);
 void shmBarrier(const ShmOp& op);
 
-// Reduce-scatter and allgather reading peers' input and output buffers with cross-memory
-// attach: no staging copy through the slots. No prescale (the reduction reads the inputs as
+// Reduce-scatter reading peers' inputs and allgather writing into peers' outputs with
+// cross-memory attach: no staging copy through the slots. No prescale (the reduction reads the inputs as
 // they are). Called by shmAllreduce after it published the descriptor.
 void shmDirectAllreduce(const ShmOp& op, uint64_t op_slot, const void* in, void* out, size_t count,
                         DataType type, ReduceOp reduce, double postscale);
-// Every local rank calls it once, together: true on all of them when each can read every
-// peer's memory, false on all of them otherwise.
+size_t shmDirectScratchBytes(int local_size);
+// Every local rank calls it once, together: true on all of them when each can read and
+// write every peer's memory, false on all of them otherwise.
 bool shmProbeDirectRead(ShmArena& arena, const ShmWait& wait);
 
 // Publishes this rank's descriptor; call before the operation's first arrive.

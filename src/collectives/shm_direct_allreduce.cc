@@ -1,12 +1,13 @@
-// Allreduce of large buffers reading peers' memory straight (cross-memory attach), instead of
-// staging every rank's input through its slot and the reduced chunks through the result area.
+// Allreduce of large buffers through peers' memory (cross-memory attach), instead of staging
+// every rank's input through its slot and the reduced chunks through the result area.
 // Per rank and byte of the buffer, with n ranks (C bytes):
 //   staged:  reads (3n-1)/n C, writes 2 C  (copy in, reduce share, copy whole chunk out)
-//   direct:  reads (2n-1)/n C, writes 1 C  (reduce share from peers' inputs, copy peers'
-//            reduced shares out of their outputs)
-// Three synchronisations per call, not two per chunk: addresses published; every share
-// reduced (so no rank still reads an input another rank is about to overwrite in place);
-// every rank done reading the others' outputs (so none returns while a peer still reads it).
+//   direct:  reads (2n-1)/n C, writes 1 C  (reduce own share from peers' inputs, write it
+//            into peers' outputs)
+// Two synchronisations per call, not two per chunk: addresses published; every rank's share
+// written everywhere (so none returns while a peer still reads its input or writes its
+// output). A rank may write its reduced share into a peer's output at once, even in place:
+// that region of the peer's buffer is read by no one but the writer, which is done with it.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -42,6 +43,10 @@ Share shareOf(size_t count, int n, int rank) {
 
 }  // namespace
 
+size_t shmDirectScratchBytes(int local_size) {
+  return kBlockBytes * static_cast<size_t>(std::max(local_size, 1));
+}
+
 void shmDirectAllreduce(const ShmOp& op, uint64_t op_slot, const void* in, void* out, size_t count,
                         DataType type, ReduceOp reduce, double postscale) {
   ShmArena& arena = *op.arena;
@@ -56,6 +61,7 @@ void shmDirectAllreduce(const ShmOp& op, uint64_t op_slot, const void* in, void*
   arena.arrive(first);
   arena.waitAllArrived(first, op.wait);
   shmCheckDescriptors(op, op_slot);
+  // Read now: the slot is rewritten two steps on, after every rank passed the last step.
   std::vector<Addresses> peers(static_cast<size_t>(n));
   std::vector<int> pids(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
@@ -67,7 +73,12 @@ void shmDirectAllreduce(const ShmOp& op, uint64_t op_slot, const void* in, void*
   // reduction of all n sources in rank order into the output.
   const Share share = shareOf(count, n, me);
   const size_t block = std::max<size_t>(1, kBlockBytes / elem);
-  std::unique_ptr<char[]> blocks(new char[kBlockBytes * static_cast<size_t>(n)]);
+  std::unique_ptr<char[]> owned;
+  char* blocks = op.direct_blocks;
+  if (blocks == nullptr) {
+    owned.reset(new char[shmDirectScratchBytes(n)]);
+    blocks = owned.get();
+  }
   std::vector<const void*> srcs(static_cast<size_t>(n));
   const auto* src = static_cast<const char*>(in);
   auto* dst = static_cast<char*>(out);
@@ -80,24 +91,22 @@ void shmDirectAllreduce(const ShmOp& op, uint64_t op_slot, const void* in, void*
         srcs[slot] = src + at;
         continue;
       }
-      char* piece = blocks.get() + slot * kBlockBytes;
+      char* piece = blocks + slot * kBlockBytes;
       readPeerMemory(pids[slot], reinterpret_cast<const char*>(peers[slot].in) + at, piece,
                      len * elem, arena.memberName(i));
       srcs[slot] = piece;
     }
     reduceMany(dst + at, srcs.data(), n, len, type, reduce, postscale);
   }
-  arena.markReduced(first);
-  arena.waitAllReduced(first, op.wait);
-
-  for (int i = 0; i < n; ++i) {
-    if (i == me) continue;
-    const Share theirs = shareOf(count, n, i);
-    if (theirs.count == 0) continue;
-    const size_t at = theirs.start * elem;
-    readPeerMemory(pids[static_cast<size_t>(i)],
-                   reinterpret_cast<const char*>(peers[static_cast<size_t>(i)].out) + at, dst + at,
-                   theirs.count * elem, arena.memberName(i));
+  // Peers in rank order from this one, so that no rank's output is written by all at once.
+  if (share.count > 0) {
+    for (int k = 1; k < n; ++k) {
+      const int i = (me + k) % n;
+      const size_t at = share.start * elem;
+      writePeerMemory(pids[static_cast<size_t>(i)],
+                      reinterpret_cast<char*>(peers[static_cast<size_t>(i)].out) + at, dst + at,
+                      share.count * elem, arena.memberName(i));
+    }
   }
   const uint64_t last = arena.nextStep();
   arena.arrive(last);
@@ -107,33 +116,43 @@ void shmDirectAllreduce(const ShmOp& op, uint64_t op_slot, const void* in, void*
 bool shmProbeDirectRead(ShmArena& arena, const ShmWait& wait) {
   const int n = arena.localSize();
   const int me = arena.localRank();
-  // A word of this process that each peer must read back exactly.
-  const uint64_t word = 0x726f6e6465000000ULL | static_cast<uint64_t>(me);
+  // A word of this process that each peer must read back exactly, and one word per peer
+  // that it must be able to write.
+  const auto pattern = [](int rank) { return 0x726f6e6465000000ULL | static_cast<uint64_t>(rank); };
+  std::vector<uint64_t> words(static_cast<size_t>(n) + 1, 0);
+  words[0] = pattern(me);
   const uint64_t first = arena.nextStep();
-  *reinterpret_cast<uint64_t*>(arena.slot(me, first)) = reinterpret_cast<uintptr_t>(&word);
+  *reinterpret_cast<uint64_t*>(arena.slot(me, first)) = reinterpret_cast<uintptr_t>(words.data());
   arena.arrive(first);
   arena.waitAllArrived(first, wait);
   bool ok = true;
   for (int i = 0; i < n && ok; ++i) {
     if (i == me) continue;
-    const auto address = *reinterpret_cast<const uint64_t*>(arena.slot(i, first));
+    auto* theirs = reinterpret_cast<uint64_t*>(*reinterpret_cast<const uint64_t*>(arena.slot(i, first)));
     uint64_t got = 0;
-    ok = tryReadPeerMemory(arena.pid(i), reinterpret_cast<const void*>(address), &got,
-                           sizeof(got)) &&
-         got == (0x726f6e6465000000ULL | static_cast<uint64_t>(i));
+    const uint64_t sent = pattern(me);
+    ok = tryReadPeerMemory(arena.pid(i), theirs, &got, sizeof(got)) && got == pattern(i) &&
+         tryWritePeerMemory(arena.pid(i), theirs + 1 + me, &sent, sizeof(sent));
   }
-  // Everyone's verdict, so that all ranks choose the same algorithm.
+  // Every write has landed once all arrived: check what the peers wrote here, then share
+  // the verdicts, so that all ranks choose the same algorithm.
   const uint64_t second = arena.nextStep();
-  *reinterpret_cast<uint8_t*>(arena.slot(me, second)) = ok ? 1 : 0;
   arena.arrive(second);
   arena.waitAllArrived(second, wait);
-  bool all = true;
-  for (int i = 0; i < n; ++i)
-    all = all && *reinterpret_cast<const uint8_t*>(arena.slot(i, second)) != 0;
-  // The verdicts' slots are rewritten two steps on; every rank must have read them first.
+  for (int i = 0; i < n && ok; ++i) {
+    if (i != me) ok = words[static_cast<size_t>(i) + 1] == pattern(i);
+  }
   const uint64_t third = arena.nextStep();
+  *reinterpret_cast<uint8_t*>(arena.slot(me, third)) = ok ? 1 : 0;
   arena.arrive(third);
   arena.waitAllArrived(third, wait);
+  bool all = true;
+  for (int i = 0; i < n; ++i)
+    all = all && *reinterpret_cast<const uint8_t*>(arena.slot(i, third)) != 0;
+  // The verdicts' slots are rewritten two steps on; every rank must have read them first.
+  const uint64_t fourth = arena.nextStep();
+  arena.arrive(fourth);
+  arena.waitAllArrived(fourth, wait);
   return all;
 }
 

@@ -94,6 +94,7 @@ class NativeCommunicator final : public Communicator {
   uint64_t op_index_ = 0;
   bool spin_before_block_ = false;    // every local rank has a CPU of its own
   bool direct_read_ = false;          // every local rank can read every other's memory
+  std::unique_ptr<char[]> direct_blocks_;  // the direct allreduce's private blocks
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;
