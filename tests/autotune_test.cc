@@ -166,10 +166,10 @@ TEST(Autotuner, ConvergesNearTheBestKnobsOfASimulatedJob) {
       std::stringstream fields(line);
       std::vector<std::string> f;
       for (std::string v; std::getline(fields, v, ',');) f.push_back(v);
-      ASSERT_EQ(f.size(), 12u);
-      EXPECT_NEAR(std::stod(f[11]), std::stod(f[9]) / std::stod(f[10]), std::stod(f[11]) * 1e-3);
+      ASSERT_EQ(f.size(), 13u);
+      EXPECT_NEAR(std::stod(f[12]), std::stod(f[10]) / std::stod(f[11]), std::stod(f[12]) * 1e-3);
       // Every window is 3 steps of 50 tensors.
-      EXPECT_EQ(std::stoll(f[9]), 3 * 50 * SimulatedJob::kTensorBytes);
+      EXPECT_EQ(std::stoll(f[10]), 3 * 50 * SimulatedJob::kTensorBytes);
     }
     if (line.find(",final,") != std::string::npos) ++finals;
   }
@@ -180,12 +180,14 @@ TEST(Autotuner, ConvergesNearTheBestKnobsOfASimulatedJob) {
 
 // The same job, where the communicator's knobs matter too: least step time at a 256 KiB
 // small-allreduce cutoff (the size band where the latency-optimal algorithm still wins) and
-// a 128 KiB shared-memory chunk. The chunk never leaves [16 KiB, the slot].
+// a 128 KiB shared-memory chunk, staging rather than direct reads (as with more ranks than
+// cores). The chunk never leaves [16 KiB, the slot].
 struct SimulatedCommJob : SimulatedJob {
   static double stepSeconds(const TuningKnobs& k) {
     const double s = std::log2(static_cast<double>(k.small_allreduce_bytes) / (256 << 10));
     const double c = std::log2(static_cast<double>(k.shm_chunk_bytes) / (128 << 10));
-    return SimulatedJob::stepSeconds(k) + 0.01 * (0.1 * s * s + 0.1 * c * c);
+    return SimulatedJob::stepSeconds(k) + 0.01 * (0.1 * s * s + 0.1 * c * c) +
+           (k.shm_direct_read ? 0.005 : 0.0);
   }
 };
 
@@ -197,11 +199,13 @@ TEST(Autotuner, ChoosesTheCommunicatorKnobsOfASimulatedJob) {
   options.noise = 0.05;
   options.tune_small_allreduce = true;
   options.shm_chunk_max_bytes = 1 << 20;
-  TuningKnobs initial{64 << 20, 1, true, true, 4 << 10, 1 << 20, 1 << 20};
+  options.tune_shm_direct_read = true;
+  TuningKnobs initial{64 << 20, 1, true, true, 4 << 10, 1 << 20, 1 << 20, true};
   Autotuner tuner(options, initial);
   EXPECT_EQ(tuner.tunedKnobs(),
             (std::vector<std::string>{"fusion_threshold_bytes", "cycle_time_ms", "response_cache",
-                                      "small_allreduce_bytes", "shm_chunk_bytes"}));
+                                      "small_allreduce_bytes", "shm_direct_read",
+                                      "shm_chunk_bytes"}));
   auto now = Autotuner::Clock::time_point{};
   int changes = 0;
   for (int s = 0; s < 2000 && !tuner.finished(); ++s) {
@@ -222,10 +226,14 @@ TEST(Autotuner, ChoosesTheCommunicatorKnobsOfASimulatedJob) {
   }
   ASSERT_TRUE(tuner.finished());
   const double best =
-      SimulatedCommJob::stepSeconds({8 << 20, 2.0, true, true, 256 << 10, 0, 128 << 10});
+      SimulatedCommJob::stepSeconds({8 << 20, 2.0, true, true, 256 << 10, 0, 128 << 10, false});
   const double chosen = SimulatedCommJob::stepSeconds(tuner.knobs());
   EXPECT_LT(chosen, best * 1.1) << "small " << tuner.knobs().small_allreduce_bytes << " shm chunk "
-                                << tuner.knobs().shm_chunk_bytes;
+                                << tuner.knobs().shm_chunk_bytes << " fusion "
+                                << tuner.knobs().fusion_threshold_bytes << " cycle "
+                                << tuner.knobs().cycle_time_ms << " direct "
+                                << tuner.knobs().shm_direct_read;
+  EXPECT_FALSE(tuner.knobs().shm_direct_read) << "the slower large-band algorithm was kept";
   EXPECT_LT(chosen, SimulatedCommJob::stepSeconds(initial));
   EXPECT_EQ(tuner.knobs().tcp_chunk_bytes, 1 << 20);  // not tuned: as it was
 }

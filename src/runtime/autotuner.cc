@@ -53,6 +53,8 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
         }
         if (options.tune_hierarchical)
           d.push_back({Dimension::kHierarchical, "hierarchical_allreduce"});
+        if (options.tune_shm_direct_read)
+          d.push_back({Dimension::kShmDirectRead, "shm_direct_read"});
         if (options.tune_tcp_chunk)
           d.push_back({Dimension::kTcpChunk, "tcp_chunk_bytes", 64 * 1024.0, 8 * kMiB});
         // Below 16 KiB a chunk costs more in synchronisation than it saves in cache.
@@ -71,7 +73,8 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
       throw makeError(ErrorCode::kIo, "cannot write the autotune log '", options.log_path, "'");
     }
     *log_ << "sample,phase,fusion_threshold_bytes,cycle_time_ms,response_cache,"
-             "hierarchical_allreduce,small_allreduce_bytes,tcp_chunk_bytes,shm_chunk_bytes,bytes,"
+             "hierarchical_allreduce,small_allreduce_bytes,tcp_chunk_bytes,shm_chunk_bytes,"
+             "shm_direct_read,bytes,"
              "seconds,"
              "score_bytes_per_second\n"
           << std::flush;
@@ -102,6 +105,9 @@ std::vector<double> Autotuner::encode(const TuningKnobs& knobs) const {
         break;
       case Dimension::kHierarchical:
         point.push_back(knobs.hierarchical_allreduce ? 0.75 : 0.25);
+        break;
+      case Dimension::kShmDirectRead:
+        point.push_back(knobs.shm_direct_read ? 0.75 : 0.25);
         break;
       case Dimension::kSmallAllreduce:
         point.push_back(
@@ -137,6 +143,9 @@ TuningKnobs Autotuner::decode(const std::vector<double>& point) const {
       case Dimension::kHierarchical:
         knobs.hierarchical_allreduce = u >= 0.5;
         break;
+      case Dimension::kShmDirectRead:
+        knobs.shm_direct_read = u >= 0.5;
+        break;
       case Dimension::kSmallAllreduce:
         knobs.small_allreduce_bytes = roundToPages(logValue(u, d.low, d.high));
         break;
@@ -159,7 +168,7 @@ void Autotuner::log(const char* phase, const TuningKnobs& k, int64_t bytes, doub
   *log_ << samples_ << ',' << phase << ',' << k.fusion_threshold_bytes << ',' << k.cycle_time_ms
         << ',' << (k.response_cache ? 1 : 0) << ',' << (k.hierarchical_allreduce ? 1 : 0) << ','
         << k.small_allreduce_bytes << ',' << k.tcp_chunk_bytes << ',' << k.shm_chunk_bytes << ','
-        << bytes << ',' << seconds << ',' << score << '\n'
+        << (k.shm_direct_read ? 1 : 0) << ',' << bytes << ',' << seconds << ',' << score << '\n'
         << std::flush;
 }
 

@@ -36,6 +36,9 @@ struct TuningKnobs {
   int64_t small_allreduce_bytes = 0;  // the latency-optimal allreduce's size band
   int64_t tcp_chunk_bytes = 0;
   int64_t shm_chunk_bytes = 0;
+  // Past the small band in shared memory: read and write peers' buffers, or stage through
+  // the slots (CommTuning::shm_direct_read): the large band's algorithm.
+  bool shm_direct_read = true;
 
   bool operator==(const TuningKnobs&) const = default;
 };
@@ -54,6 +57,7 @@ struct AutotuneOptions {
   // Knobs that only matter across hosts; tuning them on one host would waste samples.
   bool tune_hierarchical = false;
   bool tune_tcp_chunk = false;
+  bool tune_shm_direct_read = false;
   // The shared-memory chunk, up to the slot the arena was built with (0: not tuned).
   int64_t shm_chunk_max_bytes = 0;
 };
@@ -86,6 +90,7 @@ class Autotuner {
       kCycleTime,
       kResponseCache,
       kHierarchical,
+      kShmDirectRead,
       kSmallAllreduce,
       kTcpChunk,
       kShmChunk

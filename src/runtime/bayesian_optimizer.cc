@@ -37,6 +37,14 @@ BayesianOptimizer::BayesianOptimizer(size_t dimensions, double noise, uint64_t s
   RONDE_CHECK(
       dimensions > 0 && dimensions <= std::size(kPrimes),
       "the optimiser handles 1 to " << std::size(kPrimes) << " dimensions, not " << dimensions);
+  // Its own generator, so that the candidates' draws below do not depend on the dimensions.
+  std::mt19937_64 shuffler(seed ^ 0x9e3779b97f4a7c15ULL);
+  for (size_t d = 0; d < dimensions_; ++d) {
+    std::vector<int> digits(static_cast<size_t>(kPrimes[d]));
+    for (size_t i = 0; i < digits.size(); ++i) digits[i] = static_cast<int>(i);
+    std::shuffle(digits.begin() + 1, digits.end(), shuffler);
+    digit_shuffles_.push_back(std::move(digits));
+  }
 }
 
 std::vector<double> BayesianOptimizer::halton(uint64_t index) const {
@@ -46,7 +54,7 @@ std::vector<double> BayesianOptimizer::halton(uint64_t index) const {
     double value = 0;
     for (uint64_t i = index; i > 0; i /= static_cast<uint64_t>(kPrimes[d])) {
       fraction /= kPrimes[d];
-      value += fraction * static_cast<double>(i % static_cast<uint64_t>(kPrimes[d]));
+      value += fraction * digit_shuffles_[d][i % static_cast<uint64_t>(kPrimes[d])];
     }
     point[d] = value;
   }

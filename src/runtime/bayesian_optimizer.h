@@ -36,6 +36,11 @@ class BayesianOptimizer {
   std::vector<std::vector<double>> points_;
   std::vector<double> scores_;
   uint64_t halton_index_ = 1;
+  // Per dimension, a shuffle of the digits 1..p-1 of its prime p (0 stays 0): the plain
+  // sequence's early points move in lockstep in dimensions of large primes (the first
+  // three are 1/11, 2/11, 3/11 against 1/13, 2/13, 3/13), which leaves the knobs listed
+  // last all low and confounded in the initial design.
+  std::vector<std::vector<int>> digit_shuffles_;
 };
 
 // E[max(f - best, 0)] for f ~ N(mean, stddev^2), less `xi` (a small margin that prefers

@@ -40,6 +40,7 @@ void RuntimeImpl::initKnobs() {
     options.tune_tcp_chunk = tcp;
     options.tune_hierarchical = shm && tcp;
     if (shm) options.shm_chunk_max_bytes = tuning.shm_chunk_bytes;
+    options.tune_shm_direct_read = shm;
   }
   TuningKnobs initial;
   initial.fusion_threshold_bytes = settings_.fusion_threshold_bytes;
@@ -49,6 +50,7 @@ void RuntimeImpl::initKnobs() {
   initial.small_allreduce_bytes = tuning.small_allreduce_bytes;
   initial.tcp_chunk_bytes = tuning.tcp_chunk_bytes;
   initial.shm_chunk_bytes = tuning.shm_chunk_bytes;
+  initial.shm_direct_read = tuning.shm_direct_read;
   autotuner_ = std::make_unique<Autotuner>(options, initial);
 }
 
@@ -124,6 +126,7 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
   tuning.shm_chunk_bytes = next->shm_chunk_bytes;
   tuning.tcp_chunk_bytes = next->tcp_chunk_bytes;
   tuning.hierarchical_allreduce = next->hierarchical_allreduce;
+  tuning.shm_direct_read = next->shm_direct_read;
   if (comms_->world().tunable() && !(tuning == comms_->world().tuning())) wanted_comm_tuning_ = tuning;
   knobs_changed_ = true;
   if (autotuner_->finished()) {
@@ -132,7 +135,8 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
         next->response_cache ? "on" : "off", "; communicator: small-allreduce cutoff ",
         next->small_allreduce_bytes, " bytes, shm chunk ", next->shm_chunk_bytes,
         " bytes, TCP chunk ", next->tcp_chunk_bytes, " bytes, hierarchical ",
-        next->hierarchical_allreduce ? "on" : "off", " after ", autotuner_->samplesTaken(),
+        next->hierarchical_allreduce ? "on" : "off", ", shm direct reads ",
+        next->shm_direct_read ? "on" : "off", " after ", autotuner_->samplesTaken(),
         " samples");
   }
 }
