@@ -12,9 +12,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint8_t kStopFlag = 1;       // the rank asked the runtime to shut down
-constexpr uint8_t kStallStopFlag = 2;  // rank 0's stall inspector shuts the runtime down
-
 std::exception_ptr abortedError(const std::string& why) {
   return std::make_exception_ptr(Error(ErrorCode::kAborted, why));
 }
@@ -395,115 +392,6 @@ bool RuntimeImpl::runCycle() {
     return false;
   }
   return true;
-}
-
-bool RuntimeImpl::exchangeCacheBits(bool need_full, std::vector<Response>* ready) {
-  size_t slots = static_cast<size_t>(cache_.highWater());
-  // Byte 0: 0 when some rank needs the full exchange. Byte 1: 1 when no rank has anything
-  // pending (min = and). Byte 2: 0 when some rank has nothing pending. Then one byte per
-  // cache slot.
-  constexpr size_t kHeader = 3;
-  cache_bits_.assign(kHeader + slots, 0);
-  cache_bits_[0] = need_full ? 0 : 1;
-  cache_bits_[1] = pending_.empty() ? 1 : 0;
-  cache_bits_[2] = pending_.empty() ? 0 : 1;
-  bool joined = table_.joined(rank_);
-  for (size_t s = 0; s < slots; ++s) {
-    const Response* r = cache_.at(static_cast<int>(s));
-    if (r == nullptr) continue;
-    if (indexIn(r->members, rank_) < 0 ||
-        (joined && r->descriptor().kind == static_cast<uint8_t>(RequestKind::kAllreduce))) {
-      cache_bits_[kHeader + s] = 1;
-    }
-  }
-  for (const auto& [key, r] : pending_) {
-    if (r.cache_slot >= 0) cache_bits_[kHeader + static_cast<size_t>(r.cache_slot)] = 1;
-  }
-  if (size_ > 1) {
-    comms_->control().allreduce(cache_bits_.data(), cache_bits_.data(), cache_bits_.size(),
-                                DataType::kUInt8, ReduceOp::kMin);
-  }
-  for (size_t s = 0; s < slots; ++s) {
-    if (!cache_bits_[kHeader + s]) continue;
-    const Response* r = cache_.at(static_cast<int>(s));
-    if (r == nullptr) continue;
-    bool someone_active =
-        std::any_of(r->members.begin(), r->members.end(), [&](int m) { return !table_.joined(m); });
-    if (!someone_active) continue;
-    ready->push_back(*r);
-    cache_.touch(static_cast<int>(s));
-    auto it = pending_.find(r->key);
-    if (it != pending_.end()) it->second.cache_slot = -1;
-  }
-  some_rank_free_ = cache_bits_[2] == 0;
-  everyone_idle_ = cache_bits_[0] == 1 && cache_bits_[1] == 1 && ready->empty() && table_.empty();
-  return cache_bits_[0] == 0;
-}
-
-void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* ready,
-                                        int* stopped_by) {
-  WireWriter writer;
-  writer.u8(flags);
-  if (rank_ == 0) writeKnobs(writer);
-  std::vector<const Descriptor*> announce;
-  for (const RequestKey& key : to_announce_) {
-    auto it = pending_.find(key);
-    if (it != pending_.end()) announce.push_back(&it->second.descriptor);
-  }
-  writer.i32(static_cast<int32_t>(announce.size()));
-  for (const Descriptor* d : announce) writer.descriptor(*d);
-  to_announce_.clear();
-
-  std::vector<uint8_t>& mine = writer.bytes();
-  std::vector<int64_t> lengths(static_cast<size_t>(size_));
-  auto my_length = static_cast<int64_t>(mine.size());
-  std::vector<size_t> counts;
-  if (size_ > 1) {
-    comms_->control().allgather(&my_length, lengths.data(), 1, DataType::kInt64);
-  } else {
-    lengths[0] = my_length;
-  }
-  size_t total = 0;
-  for (int64_t n : lengths) {
-    counts.push_back(static_cast<size_t>(n));
-    total += static_cast<size_t>(n);
-  }
-  gathered_.resize(total);
-  if (size_ > 1) {
-    comms_->control().allgatherv(mine.data(), gathered_.data(), counts, DataType::kUInt8);
-  } else {
-    std::copy(mine.begin(), mine.end(), gathered_.begin());
-  }
-
-  auto now = Clock::now();
-  size_t offset = 0;
-  for (int r = 0; r < size_; ++r) {
-    WireReader reader(gathered_.data() + offset, counts[static_cast<size_t>(r)]);
-    offset += counts[static_cast<size_t>(r)];
-    uint8_t rank_flags = reader.u8();
-    if (rank_flags != 0 && *stopped_by < 0) {
-      *stopped_by = r;
-      stall_stopped_ = (rank_flags & kStallStopFlag) != 0;
-    }
-    if (r == 0) readKnobs(reader);
-    int32_t n = reader.i32();
-    for (int32_t i = 0; i < n; ++i) table_.announce(r, reader.descriptor(), now);
-    RONDE_CHECK(reader.done(), "rank " << r << "'s negotiation message has trailing bytes");
-  }
-
-  for (Response& response : table_.takeReady(sets_)) {
-    if (ResponseCache::cacheable(response)) {
-      for (const RequestKey& key : cache_.put(response)) {
-        auto it = pending_.find(key);
-        if (it != pending_.end() && it->second.cache_slot >= 0) {
-          it->second.cache_slot = -1;
-          to_announce_.push_back(key);
-        }
-      }
-      response.cache_slot = cache_.find(response.key);
-    }
-    ready->push_back(std::move(response));
-  }
 }
 
 size_t RuntimeImpl::execute(std::vector<Response>& responses) {

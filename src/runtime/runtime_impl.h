@@ -66,6 +66,9 @@ class RuntimeImpl final : public Runtime {
   RuntimeStats stats() const override;
 
  private:
+  // Each rank's flags byte in the announcements (exchangeAnnouncements).
+  static constexpr uint8_t kStopFlag = 1;       // the rank asked the runtime to shut down
+  static constexpr uint8_t kStallStopFlag = 2;  // rank 0's stall inspector shuts the runtime down
   std::vector<std::shared_ptr<Handle>> submit(std::vector<Request> requests, bool grouped);
   std::vector<std::shared_ptr<Handle>> submitDescribed(std::vector<LocalRequest> requests);
   std::vector<int64_t> runInternal(Descriptor descriptor);
