@@ -207,6 +207,10 @@ int main(int argc, char** argv) {
     store_dir = dir_template;
   }
   const int code = runForkedRanks(config.ranks, config.bind, [&](int rank) {
+    // Every forked rank is on this host: say so, as a launcher would, rather than let oneCCL
+    // guess its node-local layout from the ATL.
+    setenv("CCL_LOCAL_RANK", std::to_string(rank).c_str(), 0);
+    setenv("CCL_LOCAL_SIZE", std::to_string(config.ranks).c_str(), 0);
     return runRank(rank, config.ranks, config, store_dir);
   });
   if (own_dir) std::filesystem::remove_all(store_dir);

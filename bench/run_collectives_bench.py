@@ -12,6 +12,8 @@ those lines and lays them out. Raw lines go to --raw, the tables to stdout and -
 import argparse
 import json
 import os
+import shutil
+import tempfile
 import re
 import subprocess
 import sys
@@ -24,7 +26,7 @@ TARGET_MIN_BYTES = 16 << 20
 # The peers of each class, in the order of the table's columns: (impl, transport, column).
 # ronde shm is compared with the best shared-memory peer, ronde tcp with the best TCP peer.
 SHM_PEERS = [("mpi", "shm", "MPI shm"), ("mpich", "shm", "MPICH shm"),
-             ("oneccl", "shm", "oneCCL shm")]
+             ("oneccl", "shm", "oneCCL shm"), ("oneccl", "mpi", "oneCCL mpi")]
 TCP_PEERS = [("mpi", "tcp", "MPI tcp"), ("mpich", "tcp", "MPICH tcp"),
              ("oneccl", "tcp", "oneCCL tcp"), ("gloo", "tcp", "Gloo")]
 SHORT_NAMES = {"mpi": "OpenMPI", "mpich": "MPICH", "oneccl": "oneCCL", "gloo": "Gloo"}
@@ -124,6 +126,20 @@ def ccl_env(peers, transport):
     return env
 
 
+def ccl_mpi_env(peers):
+    """oneCCL's other ATL: MPI, here MPICH's libmpi under MPICH's hydra, so that the bytes
+    move through MPICH's shared memory. oneCCL opens libfabric itself before it opens the MPI
+    library; it must be MPICH's own (2.5.1), since MPICH's libmpi needs symbols (FABRIC_1.9)
+    that impi-rt's libfabric lacks and oneCCL otherwise falls back to Intel MPI's libmpi."""
+    prefix = peers["mpich_prefix"]
+    return {"CCL_ATL_TRANSPORT": "mpi",
+            "CCL_MPI_LIBRARY_PATH": os.path.join(prefix, "lib", "libmpi.so.12"),
+            "CCL_OFI_LIBRARY_PATH": os.path.join(prefix, "lib", "mpich", "libfabric.so.1"),
+            "CCL_KVS_IFACE": "lo", "CCL_WORKER_OFFLOAD": "0", "CCL_LOG_LEVEL": "error",
+            "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo",
+            "MPIR_CVAR_CH4_CMA_ENABLE": "1"}
+
+
 def runs_for(args, bench_dir, ranks, peers):
     """(description, command, extra environment) for every implementation and transport at
     `ranks`, shared-memory ones first, then TCP ones."""
@@ -151,6 +167,11 @@ def runs_for(args, bench_dir, ranks, peers):
             runs.append((f"oneCCL {transport}", [ccl, f"--ranks={ranks}",
                                                  f"--transport={transport}"] + common + colls,
                          ccl_env(peers, transport)))
+        if transport == "shm" and os.path.exists(ccl) and os.path.exists(mpich):
+            launcher, _ = mpich_command(peers, ranks, "shm")
+            runs.append(("oneCCL mpi", launcher + [ccl, f"--store-dir={STORE_DIR}",
+                                                   "--transport=mpi"] + common + colls[:1],
+                         ccl_mpi_env(peers)))
     if os.path.exists(gloo):
         runs.append(("Gloo", [gloo, f"--ranks={ranks}"] + common + colls, None))
     return runs
@@ -178,8 +199,18 @@ def raise_priority(nice):
               file=sys.stderr)
 
 
+STORE_DIR = "{STORE_DIR}"  # in a command: a fresh directory for this run only
+
+
 def run_one(description, command, timeout, raw, env=None):
     """Runs one program, with `env` added to the environment; returns its RESULT lines."""
+    if any(STORE_DIR in arg for arg in command):
+        store = tempfile.mkdtemp(prefix="ronde_bench_store.")
+        try:
+            return run_one(description, [arg.replace(STORE_DIR, store) for arg in command],
+                           timeout, raw, env)
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
     shown = " ".join(f"{k}={v}" for k, v in sorted((env or {}).items()))
     print(f"# {description}: {shown + ' ' if shown else ''}{' '.join(command)}", file=sys.stderr,
           flush=True)
