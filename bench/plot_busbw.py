@@ -24,6 +24,8 @@ NAMES = {"ronde": "ronde", "mpi": "OpenMPI", "mpich": "MPICH", "oneccl": "oneCCL
          "gloo": "Gloo"}
 IMPL_COLOURS = {"ronde": "#d62728", "mpi": "#1f77b4", "mpich": "#2ca02c", "oneccl": "#9467bd",
                 "gloo": "#ff7f0e"}
+# Shared memory solid, TCP dashed, oneCCL over its MPI ATL dash-dotted (same colour as oneCCL).
+LINE_STYLES = {"shm": "-", "tcp": "--", "mpi": "-."}
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#7f7f7f", "#bcbd22"]
 WIDTH, HEIGHT = 720, 440
@@ -143,14 +145,15 @@ def load_matplotlib():
 
 
 def draw_matplotlib(plt, title, curves, base, png):
-    """One figure as base.svg (and base.png): shared memory solid, TCP dashed."""
+    """One figure as base.svg (and base.png), a colour per implementation, a line style per
+    transport (LINE_STYLES)."""
     figure, axes = plt.subplots(figsize=(8, 5))
     sizes = sorted({s for points in curves.values() for s in points})
     for key in sorted(curves, key=curve_order):
         points = curves[key]
         xs = sorted(points)
         median = [statistics.median(points[s]) for s in xs]
-        style = "--" if key[1] == "tcp" else "-"
+        style = LINE_STYLES.get(key[1], "-")
         width = 2.6 if key[0] == "ronde" else 1.6
         colour = IMPL_COLOURS.get(key[0])
         line, = axes.plot(xs, median, style, marker="o", markersize=3.5, linewidth=width,

@@ -115,7 +115,7 @@ def ccl_env(peers, transport):
     ranks of a host (CMA for large messages); tcp: the tcp provider on lo. CCL_WORKER_OFFLOAD=0
     makes the calling thread drive the collective: with the default, a oneCCL worker thread per
     rank spins beside the rank's own waiting thread, which on a 2-core machine halves what each
-    gets (a short run: 4 KiB allreduce 0.8 ms with workers, 14 us without)."""
+    gets (a short run over tcp: 256 KiB allreduce 80 ms with the workers, 1.1 ms without)."""
     env = {"CCL_ATL_TRANSPORT": "ofi", "FI_PROVIDER_PATH": peers["ccl_lib"],
            "CCL_KVS_IFACE": "lo", "FI_TCP_IFACE": "lo", "CCL_WORKER_OFFLOAD": "0",
            "CCL_LOG_LEVEL": "error"}
