@@ -82,8 +82,7 @@ ccl::kvs::address_type awaitAddress(const std::string& dir, int rank) {
   return address;
 }
 
-bool benchOne(ccl::communicator& comm, const Config& config, Collective collective,
-              size_t bytes) {
+bool benchOne(ccl::communicator& comm, const Config& config, Collective collective, size_t bytes) {
   const int rank = comm.rank();
   const int n = comm.size();
   const size_t count = bytes / sizeof(float);
@@ -133,8 +132,8 @@ bool benchOne(ccl::communicator& comm, const Config& config, Collective collecti
   }
   if (errors > 0) {
     std::fprintf(stderr, "VERIFY FAILED: oneccl %s rank %d on %s, %s: %zu of %zu elements wrong\n",
-                 collectiveName(collective), rank, hostName().c_str(),
-                 formatBytes(bytes).c_str(), errors, count);
+                 collectiveName(collective), rank, hostName().c_str(), formatBytes(bytes).c_str(),
+                 errors, count);
     return false;
   }
   const Timing timing = timeCollective(ops, bytes, config.trials, config.trial_seconds);
@@ -160,8 +159,7 @@ int runRank(int rank, int ranks, const Config& config, const std::string& store_
     }
     ccl::barrier(comm).wait();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "oneccl rank %d on %s failed: %s\n", rank, hostName().c_str(),
-                 e.what());
+    std::fprintf(stderr, "oneccl rank %d on %s failed: %s\n", rank, hostName().c_str(), e.what());
     return 1;
   }
   return 0;
@@ -191,8 +189,10 @@ int main(int argc, char** argv) {
 
   if (launched_rank >= 0) {
     if (store_dir.empty()) {
-      std::fprintf(stderr, "ccl_bench: under a launcher (PMI_RANK=%d), --store-dir=DIR must "
-                           "name a fresh directory every rank can reach\n", launched_rank);
+      std::fprintf(stderr,
+                   "ccl_bench: under a launcher (PMI_RANK=%d), --store-dir=DIR must "
+                   "name a fresh directory every rank can reach\n",
+                   launched_rank);
       return 2;
     }
     return runRank(launched_rank, config.ranks, config, store_dir);

@@ -72,8 +72,8 @@ bool benchOne(Collective collective, size_t bytes, const std::string& impl,
   }
   if (errors > 0) {
     std::fprintf(stderr, "VERIFY FAILED: %s %s rank %d, %s: %zu of %d elements wrong\n",
-                 impl.c_str(), collectiveName(collective), rank, formatBytes(bytes).c_str(),
-                 errors, count);
+                 impl.c_str(), collectiveName(collective), rank, formatBytes(bytes).c_str(), errors,
+                 count);
     return false;
   }
   const Timing timing = timeCollective(ops, bytes, trials, trial_seconds);
