@@ -1,10 +1,12 @@
-// The OpenMPI peer: MPI_Allreduce (float32 sum), MPI_Allgather and MPI_Bcast timed exactly as
-// collectives_bench times ronde (harness.h). Start it under mpirun and choose OpenMPI's
-// transport there; --transport only labels the results:
+// The MPI peers: MPI_Allreduce (float32 sum), MPI_Allgather and MPI_Bcast timed exactly as
+// collectives_bench times ronde (harness.h). Built against OpenMPI by CMake (mpi_bench) and
+// against MPICH by bench/setup_peers.sh (mpich_bench, --impl=mpich). Start it under the MPI's
+// own launcher and choose the transport there; --transport and --impl only label the results:
 //
 //   mpirun -np 2 --mca pml ob1 --mca btl self,vader mpi_bench --transport=shm
 //   mpirun -np 2 --mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo
 //       mpi_bench --transport=tcp
+//   MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=tcp mpiexec -n 2 mpich_bench --impl=mpich --transport=tcp
 #include <mpi.h>
 
 #include <cstdio>
@@ -17,8 +19,8 @@ namespace {
 
 using namespace ronde::bench;
 
-bool benchOne(Collective collective, size_t bytes, const std::string& transport, int trials,
-              double trial_seconds) {
+bool benchOne(Collective collective, size_t bytes, const std::string& impl,
+              const std::string& transport, int trials, double trial_seconds) {
   int rank = 0;
   int n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -69,12 +71,13 @@ bool benchOne(Collective collective, size_t bytes, const std::string& transport,
       break;
   }
   if (errors > 0) {
-    std::fprintf(stderr, "VERIFY FAILED: mpi %s rank %d, %s: %zu of %d elements wrong\n",
-                 collectiveName(collective), rank, formatBytes(bytes).c_str(), errors, count);
+    std::fprintf(stderr, "VERIFY FAILED: %s %s rank %d, %s: %zu of %d elements wrong\n",
+                 impl.c_str(), collectiveName(collective), rank, formatBytes(bytes).c_str(), errors,
+                 count);
     return false;
   }
   const Timing timing = timeCollective(ops, bytes, trials, trial_seconds);
-  if (rank == 0) printResult("mpi", transport, collective, n, bytes, timing);
+  if (rank == 0) printResult(impl, transport, collective, n, bytes, timing);
   return true;
 }
 
@@ -83,6 +86,7 @@ bool benchOne(Collective collective, size_t bytes, const std::string& transport,
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   Args args(argc, argv);
+  const std::string impl = args.get("impl", "mpi");  // "mpi" names OpenMPI in the tables
   const std::string transport = args.get("transport", "shm");
   const std::vector<size_t> sizes = args.getSizes();
   const std::vector<Collective> collectives = args.getCollectives("allreduce,allgather,broadcast");
@@ -92,7 +96,7 @@ int main(int argc, char** argv) {
 
   for (Collective collective : collectives) {
     for (size_t bytes : sizes) {
-      if (!benchOne(collective, bytes, transport, trials, trial_seconds)) {
+      if (!benchOne(collective, bytes, impl, transport, trials, trial_seconds)) {
         MPI_Abort(MPI_COMM_WORLD, 1);
       }
     }
