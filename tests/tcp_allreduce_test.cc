@@ -24,10 +24,14 @@ bool matches(DataType type, ReduceOp op, double got, double want) {
   if (op == ReduceOp::kAverage && !isFloat(type)) return std::fabs(got - want) < 1.0;
   if (!isFloat(type)) {
     switch (type) {  // integers wrap as the kernels do
-      case DataType::kUInt8: return got == static_cast<uint8_t>(static_cast<int64_t>(want));
-      case DataType::kInt8: return got == static_cast<int8_t>(static_cast<int64_t>(want));
-      case DataType::kInt16: return got == static_cast<int16_t>(static_cast<int64_t>(want));
-      default: return got == want;
+      case DataType::kUInt8:
+        return got == static_cast<uint8_t>(static_cast<int64_t>(want));
+      case DataType::kInt8:
+        return got == static_cast<int8_t>(static_cast<int64_t>(want));
+      case DataType::kInt16:
+        return got == static_cast<int16_t>(static_cast<int64_t>(want));
+      default:
+        return got == want;
     }
   }
   double tolerance = type == DataType::kBFloat16 ? 0.01 : type == DataType::kFloat16 ? 0.002 : 1e-6;
@@ -67,13 +71,14 @@ TEST_P(TcpAllreduceTest, EveryDtypeOpAroundChunkBoundaries) {
           for (bool in_place : {false, true}) {
             const size_t bytes = count * sizeOf(type);
             std::vector<char> in(std::max<size_t>(bytes, 1));
-            for (size_t i = 0; i < count; ++i) storeValue(type, in.data(), i, inputValue(type, comm.rank(), i));
+            for (size_t i = 0; i < count; ++i)
+              storeValue(type, in.data(), i, inputValue(type, comm.rank(), i));
             const std::vector<char> original = in;
             std::vector<char> out(in.size(), 0x5a);
             char* result = in_place ? in.data() : out.data();
             comm.allreduce(in.data(), result, count, type, op);
-            const std::string what = std::string(dataTypeName(type)) + "/" + reduceOpName(op) + "/" +
-                                     std::to_string(count) + (in_place ? " in place" : "");
+            const std::string what = std::string(dataTypeName(type)) + "/" + reduceOpName(op) +
+                                     "/" + std::to_string(count) + (in_place ? " in place" : "");
             for (size_t i = 0; i < count; ++i) {
               double want = expectedReduction(type, op, comm.size(), i);
               double got = loadValue(type, result, i);
@@ -112,11 +117,12 @@ TEST_P(TcpAllreduceTest, ScalingAcrossChunks) {
     for (Scaling scaling : {Scaling{1.0, 0.25}, Scaling{4.0, 1.0}, Scaling{2.0, 0.5}}) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
         std::vector<float> in(count), out(count, -1.0f);
-        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(inputValue(DataType::kFloat32, comm.rank(), i));
+        for (size_t i = 0; i < count; ++i)
+          in[i] = static_cast<float>(inputValue(DataType::kFloat32, comm.rank(), i));
         comm.allreduce(in.data(), out.data(), count, DataType::kFloat32, op, scaling);
         for (size_t i = 0; i < count; ++i) {
-          double want = expectedReduction(DataType::kFloat32, op, comm.size(), i) * scaling.prescale *
-                        scaling.postscale;
+          double want = expectedReduction(DataType::kFloat32, op, comm.size(), i) *
+                        scaling.prescale * scaling.postscale;
           if (!matches(DataType::kFloat32, ReduceOp::kSum, out[i], want)) {
             throw std::runtime_error("scaling " + std::to_string(scaling.prescale) + "/" +
                                      std::to_string(scaling.postscale) + " " + reduceOpName(op) +
@@ -160,7 +166,8 @@ TEST(TcpAllreduceFaultTest, PeerKilledMidTransferIsNamedWithItsHost) {
                                  ": " + e.what());
       }
       if (std::string(e.what()).find("rank 1 (host hostB)") == std::string::npos) {
-        throw std::runtime_error(std::string("the error does not name rank 1 and its host: ") + e.what());
+        throw std::runtime_error(std::string("the error does not name rank 1 and its host: ") +
+                                 e.what());
       }
     }
     if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15)) {

@@ -9,8 +9,8 @@ void ringAllreduce(const LinkGroup& group, void* buffer, size_t count, DataType 
   ringAllreduce(group, buffer, buffer, count, type, op, postscale, ctx);
 }
 
-void ringAllreduce(const LinkGroup& group, const void* in, void* out, size_t count,
-                   DataType type, ReduceOp op, double postscale, const CollectiveContext& ctx) {
+void ringAllreduce(const LinkGroup& group, const void* in, void* out, size_t count, DataType type,
+                   ReduceOp op, double postscale, const CollectiveContext& ctx) {
   const int n = group.size;
   if (n == 1 || count == 0) {
     copyScaled(out, in, count, type, postscale);
