@@ -135,6 +135,43 @@ TEST_P(TcpAllreduceTest, ScalingAcrossChunks) {
   });
 }
 
+// Min and max keep the first operand on NaN: every rank must still end with the same bits,
+// whichever algorithm (recursive doubling below the small cutoff, the ring above it) ran.
+TEST_P(TcpAllreduceTest, MinMaxWithNaNAgreeOnEveryRank) {
+  RankSpec spec;
+  spec.size = GetParam();
+  spec.transport = TransportKind::kTcp;
+  runRanks(spec, [](Communicator& comm) {
+    const size_t n = static_cast<size_t>(comm.size());
+    for (int64_t cutoff : {int64_t{64 * 1024}, int64_t{0}}) {
+      CommTuning tuning = comm.tuning();
+      tuning.small_allreduce_bytes = cutoff;
+      tuning.tcp_chunk_bytes = kChunk;
+      comm.setTuning(tuning);
+      for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
+        const size_t count = 3000;
+        std::vector<float> in(count), out(count);
+        for (size_t i = 0; i < count; ++i) {
+          // A NaN on one rank per element (which one varies), numbers on the others.
+          const bool nan = i % (n + 1) == static_cast<size_t>(comm.rank());
+          in[i] = nan ? std::nanf("")
+                      : static_cast<float>((i * 7 + static_cast<size_t>(comm.rank())) % 13);
+        }
+        comm.allreduce(in.data(), out.data(), count, DataType::kFloat32, op);
+        std::vector<float> all(count * n);
+        comm.allgather(out.data(), all.data(), count, DataType::kFloat32);
+        for (size_t r = 1; r < n; ++r) {
+          if (std::memcmp(all.data(), all.data() + r * count, count * sizeof(float)) != 0) {
+            throw std::runtime_error(std::string(reduceOpName(op)) + " with NaN, cutoff " +
+                                     std::to_string(cutoff) + ": rank " + std::to_string(r) +
+                                     " ended with other bits than rank 0");
+          }
+        }
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, TcpAllreduceTest, ::testing::Values(2, 3, 4),
                          [](const auto& info) { return "ranks_" + std::to_string(info.param); });
 
