@@ -16,6 +16,10 @@ namespace ronde {
 // `postscale` is applied to each final value once (1.0: none).
 void ringAllreduce(const LinkGroup& group, void* buffer, size_t count, DataType type,
                    ReduceOp op, double postscale, const CollectiveContext& ctx);
+// Out of place: `in` is read, never written, and `out` needs no copy of it first. `in` may
+// equal `out` (then as above); otherwise the two must not overlap.
+void ringAllreduce(const LinkGroup& group, const void* in, void* out, size_t count, DataType type,
+                   ReduceOp op, double postscale, const CollectiveContext& ctx);
 
 // Latency-optimal for small messages: log2(size) pairwise exchanges. Size must be a power of 2.
 void recursiveDoublingAllreduce(const LinkGroup& group, void* buffer, size_t count,

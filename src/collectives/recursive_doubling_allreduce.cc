@@ -1,3 +1,4 @@
+#include <cstring>
 #include <memory>
 
 #include "collectives/link_collectives.h"
@@ -16,8 +17,17 @@ void recursiveDoublingAllreduce(const LinkGroup& group, void* buffer, size_t cou
   for (int distance = 1; distance < n; distance *= 2) {
     Link* partner = group.to(group.rank ^ distance);
     exchange(partner, buffer, bytes, partner, incoming.get(), bytes, ctx);
-    // Both partners compute a+b from the same two operands: results stay identical everywhere.
-    reduceInto(buffer, incoming.get(), count, type, op);
+    // Both partners reduce the same two operands in the same order, the lower rank's first:
+    // min and max keep the first operand on NaN, so the other order would leave the two
+    // partners (and everyone after them) with different results. The other ops are exact
+    // either way round.
+    const bool swap = (op == ReduceOp::kMin || op == ReduceOp::kMax) && (group.rank & distance);
+    if (swap) {
+      reduceInto(incoming.get(), buffer, count, type, op);
+      std::memcpy(buffer, incoming.get(), bytes);
+    } else {
+      reduceInto(buffer, incoming.get(), count, type, op);
+    }
   }
   if (postscale != 1.0) copyScaled(buffer, buffer, count, type, postscale);
 }

@@ -6,13 +6,19 @@ namespace ronde {
 
 void ringAllreduce(const LinkGroup& group, void* buffer, size_t count, DataType type,
                    ReduceOp op, double postscale, const CollectiveContext& ctx) {
+  ringAllreduce(group, buffer, buffer, count, type, op, postscale, ctx);
+}
+
+void ringAllreduce(const LinkGroup& group, const void* in, void* out, size_t count, DataType type,
+                   ReduceOp op, double postscale, const CollectiveContext& ctx) {
   const int n = group.size;
   if (n == 1 || count == 0) {
-    if (postscale != 1.0) copyScaled(buffer, buffer, count, type, postscale);
+    copyScaled(out, in, count, type, postscale);
     return;
   }
   RingPlan plan;
-  plan.buffer = static_cast<char*>(buffer);
+  plan.buffer = static_cast<char*>(out);
+  if (in != out) plan.input = static_cast<const char*>(in);
   plan.type = type;
   plan.op = op;
   plan.segments = evenSegments(count, n);

@@ -80,7 +80,8 @@ void runRingPipeline(const LinkGroup& group, const RingPlan& plan, const Collect
       send_ready = !depends || recv_done[static_cast<size_t>(send.step - 1)] > send.chunk;
       if (send_ready) {
         size_t bytes = chunkCount(step.send_segment, send.chunk) * elem;
-        const char* data = plan.buffer + chunkOffset(step.send_segment, send.chunk) * elem;
+        const char* base = plan.input && send.step == 0 ? plan.input : plan.buffer;
+        const char* data = base + chunkOffset(step.send_segment, send.chunk) * elem;
         size_t n = right->sendSome(data + send.bytes_done, bytes - send.bytes_done);
         moved += n;
         send.bytes_done += n;
@@ -101,7 +102,13 @@ void runRingPipeline(const LinkGroup& group, const RingPlan& plan, const Collect
       moved += n;
       recv.bytes_done += n;
       if (recv.bytes_done == count * elem) {
-        if (step.reduce) reduceInto(dest, staging.get(), count, plan.type, plan.op);
+        if (step.reduce && plan.input) {
+          // Own operand first, as reduceInto orders them (min/max keep the first on NaN).
+          const void* srcs[2] = {plan.input + offset * elem, staging.get()};
+          reduceMany(dest, srcs, 2, count, plan.type, plan.op, 1.0);
+        } else if (step.reduce) {
+          reduceInto(dest, staging.get(), count, plan.type, plan.op);
+        }
         if (plan.on_chunk_done) plan.on_chunk_done(recv.step, offset, count);
         ++recv_done[static_cast<size_t>(recv.step)];
         ++recv.chunk;

@@ -289,12 +289,16 @@ void NativeCommunicator::allreduce(const void* in, void* out, size_t count, Data
       hierarchicalAllreduce(call, in, out, count, type, op, scaling.prescale, postscale);
       return;
     }
-    copyScaled(out, in, count, type, scaling.prescale);
     verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
     if (count * dataTypeSize(type) <= static_cast<size_t>(tuning_.small_allreduce_bytes) &&
         isPowerOfTwo(size())) {
+      copyScaled(out, in, count, type, scaling.prescale);
       recursiveDoublingAllreduce(world_, out, count, type, op, postscale, call.ctx);
+    } else if (scaling.prescale == 1.0) {
+      // Reads `in` where it is needed instead of copying all of it to `out` first.
+      ringAllreduce(world_, in, out, count, type, op, postscale, call.ctx);
     } else {
+      copyScaled(out, in, count, type, scaling.prescale);
       ringAllreduce(world_, out, count, type, op, postscale, call.ctx);
     }
   });
