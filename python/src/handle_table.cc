@@ -65,8 +65,7 @@ class HandleTable {
   // (data_ptr, dtype, shape, device) instead of by the caller; None for a non-contiguous
   // tensor, which the caller stages through a contiguous copy.
   py::object allreduceInPlace(py::handle tensor, py::handle name, py::handle op,
-                              py::handle prescale, py::handle postscale,
-                              py::handle process_set) {
+                              py::handle prescale, py::handle postscale, py::handle process_set) {
     PyObject* t = tensor.ptr();
     if (checked(PyObject_CallMethodNoArgs(t, is_contiguous_.ptr())).ptr() != Py_True)
       return py::none();
