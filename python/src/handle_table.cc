@@ -24,11 +24,12 @@ py::object checked(PyObject* result) {
   return py::reinterpret_steal<py::object>(result);
 }
 
+// Bad arguments raise InvalidArgumentError (a ValueError), as the general path's did.
 int64_t toInt64(PyObject* value, const char* what) {
   long long v = PyLong_AsLongLong(value);
   if (v == -1 && PyErr_Occurred()) {
     PyErr_Clear();
-    throw py::type_error(std::string(what) + " must be an integer");
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be an integer");
   }
   return v;
 }
@@ -37,7 +38,7 @@ double toDouble(py::handle value, const char* what) {
   double v = PyFloat_AsDouble(value.ptr());
   if (v == -1.0 && PyErr_Occurred()) {
     PyErr_Clear();
-    throw py::type_error(std::string(what) + " must be a number");
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be a number");
   }
   return v;
 }
@@ -76,8 +77,13 @@ class HandleTable {
       throw py::value_error("ronde does not support tensors of dtype " +
                             std::string(py::str(dtype)));
     }
-    const int64_t set_id = toInt64(
-        checked(PyObject_GetAttr(process_set.ptr(), process_set_id_.ptr())).ptr(), "process set");
+    py::object set_id_object = checked(PyObject_GetAttr(process_set.ptr(), process_set_id_.ptr()));
+    if (set_id_object.is_none()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "allreduce_async_: " + std::string(py::repr(process_set)) +
+                      " is not registered (never added, or removed)");
+    }
+    const int64_t set_id = toInt64(set_id_object.ptr(), "process_set");
     Request request;
     request.kind = RequestKind::kAllreduce;
     if (PyUnicode_CheckExact(name.ptr())) {
@@ -91,10 +97,11 @@ class HandleTable {
     }
     const int64_t op_code = toInt64(op.ptr(), "op");  // a ReduceOp's value
     if (op_code < 0 || op_code > static_cast<int64_t>(ReduceOp::kAdasum))
-      throw py::value_error("unknown reduction op code " + std::to_string(op_code));
+      throw Error(ErrorCode::kInvalidArgument,
+                  "unknown reduction op code " + std::to_string(op_code));
     request.op = static_cast<ReduceOp>(op_code);
-    request.scaling.prescale = toDouble(prescale, "prescale_factor");
-    request.scaling.postscale = toDouble(postscale, "postscale_factor");
+    request.scaling.prescale = toDouble(prescale, "prescale");
+    request.scaling.postscale = toDouble(postscale, "postscale");
     request.process_set = static_cast<int>(set_id);
 
     const auto address = static_cast<uintptr_t>(

@@ -134,10 +134,14 @@ def test_the_same_errors_as_the_general_path():
         hvd.allreduce_async_(torch.ones(2), average=True, op=hvd.Sum, name="fast.both")
     with pytest.raises(ValueError, match="unknown reduction op"):
         hvd.allreduce_async_(torch.ones(2), op=17, name="fast.op")
-    with pytest.raises(TypeError, match="prescale_factor must be a number"):
+    with pytest.raises(ValueError, match="prescale must be a number"):
         hvd.allreduce_async_(torch.ones(2), prescale_factor="x", name="fast.scale")
+    removed = hvd.add_process_set(list(range(hvd.size())))
+    hvd.remove_process_set(removed)
+    with pytest.raises(ValueError, match="is not registered"):
+        hvd.allreduce_async_(torch.ones(2), name="fast.removed", process_set=removed)
     # Nothing refused above was left in flight: the names are free again.
-    for name in ("fast.complex", "fast.both", "fast.op", "fast.scale"):
+    for name in ("fast.complex", "fast.both", "fast.op", "fast.scale", "fast.removed"):
         hvd.synchronize(hvd.allreduce_async_(torch.ones(1), name=name))
 
 
