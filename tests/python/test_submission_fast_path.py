@@ -3,6 +3,8 @@ tensor itself) against the general path (a typed Request through _core.enqueue) 
 closed forms: same results for every dtype, op, scaling, shape, name and process set; the
 same errors; the same handle behaviour (poll, synchronize, unknown handles)."""
 
+import time
+
 import pytest
 import torch
 
@@ -173,8 +175,10 @@ def test_handles_poll_synchronize_and_unknown_handles():
         hvd.poll("nonsense")
     later = hvd.allreduce_async_(torch.ones(1), name="fast.later")
     assert later > handle  # numbers only grow
+    deadline = time.monotonic() + 60
     while not hvd.poll(later):
-        pass
+        assert time.monotonic() < deadline, "fast.later still pending after 60 s"
+        time.sleep(0.001)
     assert hvd.synchronize(later).tolist() == [1.0]
     # Group handles (Python objects) go through the same table.
     outs = hvd.synchronize(hvd.grouped_allreduce_async_([torch.ones(1), torch.ones(2)],
