@@ -11,6 +11,13 @@ the same batch per rank), both measured in the same run. Every configuration run
 processes, bound one core per rank (ronde run's and mpirun's default when ranks fit); rounds
 interleave the configurations and the table shows medians over rounds, ratios as the median
 of per-round ratios. Models: an MLP 784-512-512-10 and a small CNN, batch 64 per rank.
+
+Memory: each rank's resident set (VmRSS, shared memory it touched included) is read once the
+model and optimizer exist but before any communication library starts, and again after the
+timed steps. "beyond" is how much more a configuration grew than one rank without
+communication did in the same round (median): what the communication library itself holds
+(runtime, buffers, shared memory), not what torch's own training allocates. The largest rank's
+figure is reported; "gradients" is the model's gradient bytes, the most a fusion buffer needs.
 """
 
 import argparse
@@ -63,6 +70,7 @@ def worker(args):
     torch.manual_seed(0)
     model = build_model(args.model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    started_mib = resident_mib()  # before any communication library starts
     ranks, rank, gather = 1, 0, lambda value: [value]
     if args.mode in ("ronde", "horovod"):
         # The same script for both: only the import differs, as for a user switching.
@@ -90,12 +98,16 @@ def worker(args):
             return values
     seconds = timed_steps(model, optimizer, args.batch, args.steps, args.warmup)
     seconds = max(gather(seconds))
-    memory = max(gather(resident_mib()))
+    ended_mib = resident_mib()
+    memory = max(gather(ended_mib))
+    grown = max(gather(ended_mib - started_mib))
     if rank == 0:
+        gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         print("RESULT " + json.dumps({
             "mode": args.mode, "model": args.model, "ranks": ranks, "seconds": seconds,
             "samples_per_s": ranks * args.batch * args.steps / seconds,
-            "rss_mib": memory, "torch": torch.__version__}), flush=True)
+            "rss_mib": memory, "grown_mib": grown, "gradient_mib": gradient_bytes / 2.0**20,
+            "torch": torch.__version__}), flush=True)
     sys.stdout.flush()
     os._exit(0)  # gloo's and MPI's teardown are not what is measured
 
@@ -134,19 +146,26 @@ def drive(args):
         load = " ".join(f.read().split()[:3])
     print("torch %s, %d rounds (medians), batch %d per rank, %d steps; load average at end: %s"
           % (torch_version, args.rounds, args.batch, args.steps, load))
-    print("%-5s %-8s %12s %9s %11s" % ("model", "mode", "samples/s", "RSS MiB", "efficiency"))
+    print("%-5s %-8s %12s %9s %11s %11s" % ("model", "mode", "samples/s", "RSS MiB",
+                                             "beyond MiB", "efficiency"))
     summary = {}
     for model in args.models:
         local = [r["samples_per_s"] for r in samples[(model, "local")]]
+        local_grown = [r["grown_mib"] for r in samples[(model, "local")]]
         for mode in modes:
             rounds = samples[(model, mode)]
             rate = statistics.median(r["samples_per_s"] for r in rounds)
             rss = statistics.median(r["rss_mib"] for r in rounds)
+            beyond = statistics.median(r["grown_mib"] - base
+                                       for r, base in zip(rounds, local_grown))
             efficiency = ("%10.1f%%" % (100 * statistics.median(
                 r["samples_per_s"] / (2 * base) for r, base in zip(rounds, local)))
                 if mode != "local" else "%11s" % "-")
-            print("%-5s %-8s %12.0f %9.0f %s" % (model, mode, rate, rss, efficiency))
+            print("%-5s %-8s %12.0f %9.0f %11.1f %s" % (model, mode, rate, rss, beyond,
+                                                        efficiency))
             summary[(model, mode)] = rate
+        print("%s: gradients %.1f MiB (the most a fusion buffer needs)"
+              % (model, samples[(model, "local")][0]["gradient_mib"]))
         for peer in modes[2:]:
             ratio = statistics.median(a["samples_per_s"] / b["samples_per_s"] for a, b in
                                       zip(samples[(model, "ronde")], samples[(model, peer)]))

@@ -18,6 +18,7 @@
 #include "backends/backend_registry.h"
 #include "elastic_bindings.h"
 #include "error_mapping.h"
+#include "handle_table.h"
 #include "py_request.h"
 #include "py_tensor.h"
 #include "store_bindings.h"
@@ -135,6 +136,9 @@ Duration toDuration(std::optional<double> seconds) {
   if (!seconds) return Duration::max();
   return Duration(static_cast<int64_t>(*seconds * 1000.0));
 }
+
+// The runtime for calls that hold the GIL until they enqueue (the handle table's).
+std::shared_ptr<Runtime> initializedRuntime() { return slot().get(); }
 
 template <typename Fn>
 auto withRuntime(Fn fn) {
@@ -259,6 +263,7 @@ PYBIND11_MODULE(_core, m) {
       "postscale, process_set): the in-place allreduce of Request(ALLREDUCE, name, t, t, "
       "ReduceOp(op), ...) for t = TensorRef(owner, address, dtype, shape, device_index), in one "
       "call (op is the int value of a ReduceOp)");
+  registerHandleTable(m, &initializedRuntime);
   m.def("enqueue_group", [](std::vector<Request> requests) {
     return withRuntime([&](Runtime& r) { return r.enqueueGroup(std::move(requests)); });
   });

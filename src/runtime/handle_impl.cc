@@ -4,17 +4,15 @@
 
 namespace ronde::runtime {
 
-bool HandleImpl::poll() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
-}
+bool HandleImpl::poll() { return done_.load(std::memory_order_acquire); }
 
 void HandleImpl::wait(Duration timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   Deadline deadline = Deadline::after(timeout);
   if (deadline.at() == Deadline::Clock::time_point::max()) {
-    done_cv_.wait(lock, [&] { return done_; });
-  } else if (!done_cv_.wait_until(lock, deadline.at(), [&] { return done_; })) {
+    done_cv_.wait(lock, [&] { return done_.load(std::memory_order_relaxed); });
+  } else if (!done_cv_.wait_until(lock, deadline.at(),
+                                  [&] { return done_.load(std::memory_order_relaxed); })) {
     throw makeError(ErrorCode::kTimeout, "request still pending after ", timeout.count(), " ms");
   }
   if (error_) std::rethrow_exception(error_);
@@ -33,10 +31,10 @@ std::vector<int64_t> HandleImpl::result() {
 void HandleImpl::succeed(std::shared_ptr<Tensor> output, std::vector<int64_t> result) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (done_) return;
+    if (done_.load(std::memory_order_relaxed)) return;
     output_ = std::move(output);
     result_ = std::move(result);
-    done_ = true;
+    done_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();
 }
@@ -44,9 +42,9 @@ void HandleImpl::succeed(std::shared_ptr<Tensor> output, std::vector<int64_t> re
 void HandleImpl::fail(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (done_) return;
+    if (done_.load(std::memory_order_relaxed)) return;
     error_ = std::move(error);
-    done_ = true;
+    done_.store(true, std::memory_order_release);
   }
   done_cv_.notify_all();
 }

@@ -1,6 +1,7 @@
 // The runtime's Handle: completed once by the background thread, waited on by any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -23,7 +24,10 @@ class HandleImpl final : public Handle {
  private:
   std::mutex mutex_;
   std::condition_variable done_cv_;
-  bool done_ = false;
+  // Set under mutex_ once the results are in place; read without it by poll(), which every
+  // synchronize of a frontend asks first (a finished request then costs no lock and no GIL
+  // hand-over).
+  std::atomic<bool> done_{false};
   std::exception_ptr error_;
   std::shared_ptr<Tensor> output_;
   std::vector<int64_t> result_;

@@ -1,0 +1,196 @@
+"""How a torch collective becomes a ronde request: Horovod's op numbers, dtype codes, request
+names, typed requests, and the integer handles that poll and synchronize take.
+
+Every collective is named; unnamed ones get ``<kind>.noname.<n>`` from a per-process counter,
+so ranks that call collectives in the same order agree on the names. Async calls return an
+integer handle for ``poll`` and ``synchronize``; the request holds the tensors it reads and
+writes until it completes. The handles live in a C++ table (ronde._core.HandleTable), which
+also takes the in-place allreduce of a torch tensor in one call: a gradient hook's
+submission makes no Python dict entry, tuple or handle object.
+"""
+
+import collections
+import itertools
+import warnings
+
+import torch
+
+from ronde import _core
+from ronde.torch.process_sets import global_process_set
+
+# Reduction ops, as Horovod numbers them.
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core.ReduceOp.MIN,
+             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT,
+             Adasum: _core.ReduceOp.ADASUM}
+# The same as ints, for the in-place allreduce's one-call path (an enum costs a conversion).
+_CORE_OP_CODES = {op: int(core) for op, core in _CORE_OPS.items()}
+
+_ALLREDUCE = _core.RequestKind.ALLREDUCE
+_ALLGATHER = _core.RequestKind.ALLGATHER
+_BROADCAST = _core.RequestKind.BROADCAST
+_ALLTOALL = _core.RequestKind.ALLTOALL
+_REDUCESCATTER = _core.RequestKind.REDUCESCATTER
+_BARRIER = _core.RequestKind.BARRIER
+_JOIN = _core.RequestKind.JOIN
+
+# Looked up once: these run for every request.
+_Request = _core.Request
+_TensorRef = _core.TensorRef
+_enqueue = _core.enqueue
+_enqueue_allreduce_ = _core.enqueue_allreduce_
+
+# ronde::DataType codes, as TensorRef takes them
+_DTYPES = {
+    torch.uint8: 0,
+    torch.int8: 1,
+    torch.int16: 2,
+    torch.int32: 3,
+    torch.int64: 4,
+    torch.float16: 5,
+    torch.bfloat16: 6,
+    torch.float32: 7,
+    torch.float64: 8,
+    torch.bool: 9,
+}
+
+HorovodInternalError = _core.RondeError
+RondeError = _core.RondeError
+MismatchError = _core.MismatchError
+
+# Unnamed requests are numbered per kind and process set, so a rank outside a set (or one that
+# ran a different number of another kind) still agrees with its peers on the next name.
+_counters = collections.defaultdict(itertools.count)
+
+
+def _reset_naming():
+    """Forgets the numbering and the handles of the previous init: after shutdown and init
+    every rank starts again from ``<kind>.noname.0``, as its peers do."""
+    _counters.clear()
+    _handles.clear()  # handle numbers keep growing: an old handle never names a new request
+
+
+def _next_number(kind, process_set=global_process_set):
+    return next(_counters[(kind, process_set.process_set_id)])
+
+
+def _name(kind, name, process_set=global_process_set):
+    if name is not None:
+        return kind + "." + name if name.__class__ is str else "%s.%s" % (kind, name)
+    set_id = process_set.process_set_id
+    number = _next_number(kind, process_set)
+    if set_id == 0:
+        return "%s.noname.%d" % (kind, number)
+    return "%s.noname.set%d.%d" % (kind, set_id, number)
+
+
+def _ref(tensor):
+    """The runtime's view of a contiguous tensor; the request holds `tensor` alive."""
+    code = _DTYPES.get(tensor.dtype)
+    if code is None:
+        raise ValueError("ronde does not support tensors of dtype %s" % tensor.dtype)
+    device = tensor.get_device() if tensor.is_cuda else -1
+    return _TensorRef(tensor, tensor.data_ptr(), code, tensor.shape, device)
+
+
+def _allocator(like):
+    def allocate(shape):
+        return _ref(torch.empty(shape, dtype=like.dtype, device=like.device))
+    return allocate
+
+
+def _spec(kind, name, tensor, output=None, allocate=None, op=Sum, prescale=1.0, postscale=1.0,
+          root=0, splits=(), process_set=global_process_set):
+    """The typed request (ronde._core.Request) for `tensor`; an in-place output shares its view."""
+    source = _ref(tensor) if tensor is not None else None
+    if output is None:
+        target = None
+    else:
+        target = source if output is tensor else _ref(output)
+    return _Request(kind, name, source, target, _CORE_OPS[op], float(prescale), float(postscale),
+                    process_set.process_set_id, int(root), list(splits), allocate)
+
+
+# handle -> (core handle, finish(core handle) -> result, or None: the result is `value`, value)
+_handles = _core.HandleTable(_DTYPES, _name)
+_register = _handles.add  # (core handle, finish, value=None) -> an integer handle
+# allreduce_(tensor, name, op code, prescale, postscale, process set) -> handle, or None when
+# the tensor is not contiguous
+_allreduce_in_place = _handles.allreduce_
+_synchronize_handle = _handles.synchronize
+
+
+def _check_op(op, average):
+    if average is None:  # the common calls, decided at once
+        if op is None:
+            return Average
+        if op in _CORE_OPS:
+            return op
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                      DeprecationWarning)
+        op = Average if average else Sum
+    if op is None:
+        op = Average
+    if op not in _CORE_OPS:
+        raise ValueError("unknown reduction op %r" % (op,))
+    return op
+
+
+def _writable(tensor):
+    """A contiguous tensor to write into, and how to copy it back into `tensor`."""
+    if tensor.is_contiguous():
+        return tensor, lambda out: out
+    staged = tensor.contiguous()
+
+    def copy_back(out):
+        tensor.copy_(out)
+        return tensor
+    return staged, copy_back
+
+
+def poll(handle):
+    """True once the async operation behind `handle` has finished; never blocks."""
+    if callable(handle):  # sparse_allreduce_async's handle
+        return handle.poll()
+    return _handles.poll(handle)  # ValueError for an unknown handle
+
+
+def synchronize(handle):
+    """Waits for the async operation behind `handle` and returns its result."""
+    if handle.__class__ is int:  # the common case, decided at once
+        return _synchronize_handle(handle)
+    if callable(handle):  # sparse_allreduce_async's handle: calling it is Horovod's way
+        return handle()
+    return _synchronize_handle(handle)  # None for an unknown handle
+
+
+
+def _grouped_names(kind, name, count, process_set=global_process_set):
+    base = _name(kind, name, process_set)
+    return ["%s.%d" % (base, i) for i in range(count)]
+
+
+
+class _Group:
+    """Several core handles behaving as one."""
+
+    def __init__(self, cores):
+        self.cores = cores
+
+    def poll(self):
+        return all(c.poll() for c in self.cores)
+
+    def wait(self):
+        for c in self.cores:
+            c.wait()
+
+
