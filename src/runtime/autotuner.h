@@ -36,6 +36,7 @@ struct TuningKnobs {
   int64_t small_allreduce_bytes = 0;  // the latency-optimal allreduce's size band
   int64_t tcp_chunk_bytes = 0;
   int64_t shm_chunk_bytes = 0;
+  int64_t hierarchical_chunk_bytes = 0;  // the hierarchical allreduce's pipeline step
 
   bool operator==(const TuningKnobs&) const = default;
 };
@@ -54,6 +55,7 @@ struct AutotuneOptions {
   // Knobs that only matter across hosts; tuning them on one host would waste samples.
   bool tune_hierarchical = false;
   bool tune_tcp_chunk = false;
+  bool tune_hierarchical_chunk = false;
   // The shared-memory chunk, up to the slot the arena was built with (0: not tuned).
   int64_t shm_chunk_max_bytes = 0;
 };
@@ -88,7 +90,8 @@ class Autotuner {
       kHierarchical,
       kSmallAllreduce,
       kTcpChunk,
-      kShmChunk
+      kShmChunk,
+      kHierarchicalChunk
     };
     Knob knob;
     const char* name;

@@ -39,6 +39,7 @@ void RuntimeImpl::initKnobs() {
     options.tune_small_allreduce = true;
     options.tune_tcp_chunk = tcp;
     options.tune_hierarchical = shm && tcp;
+    options.tune_hierarchical_chunk = shm && tcp;
     if (shm) options.shm_chunk_max_bytes = tuning.shm_chunk_bytes;
   }
   TuningKnobs initial;
@@ -49,6 +50,7 @@ void RuntimeImpl::initKnobs() {
   initial.small_allreduce_bytes = tuning.small_allreduce_bytes;
   initial.tcp_chunk_bytes = tuning.tcp_chunk_bytes;
   initial.shm_chunk_bytes = tuning.shm_chunk_bytes;
+  initial.hierarchical_chunk_bytes = tuning.hierarchical_chunk_bytes;
   autotuner_ = std::make_unique<Autotuner>(options, initial);
 }
 
@@ -65,6 +67,7 @@ void RuntimeImpl::writeKnobs(WireWriter& writer) {
     writer.i64(wanted_comm_tuning_->tcp_chunk_bytes);
     writer.u8(wanted_comm_tuning_->hierarchical_allreduce ? 1 : 0);
     writer.u8(wanted_comm_tuning_->shm_direct_read ? 1 : 0);
+    writer.i64(wanted_comm_tuning_->hierarchical_chunk_bytes);
     wanted_comm_tuning_.reset();
   }
 }
@@ -81,6 +84,7 @@ void RuntimeImpl::readKnobs(WireReader& reader) {
     tuning.tcp_chunk_bytes = reader.i64();
     tuning.hierarchical_allreduce = reader.u8() != 0;
     tuning.shm_direct_read = reader.u8() != 0;
+    tuning.hierarchical_chunk_bytes = reader.i64();
     applyCommTuning(tuning);
   }
   publishKnobs();
@@ -124,6 +128,7 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
   tuning.shm_chunk_bytes = next->shm_chunk_bytes;
   tuning.tcp_chunk_bytes = next->tcp_chunk_bytes;
   tuning.hierarchical_allreduce = next->hierarchical_allreduce;
+  tuning.hierarchical_chunk_bytes = next->hierarchical_chunk_bytes;
   if (comms_->world().tunable() && !(tuning == comms_->world().tuning())) wanted_comm_tuning_ = tuning;
   knobs_changed_ = true;
   if (autotuner_->finished()) {
@@ -132,7 +137,8 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
         next->response_cache ? "on" : "off", "; communicator: small-allreduce cutoff ",
         next->small_allreduce_bytes, " bytes, shm chunk ", next->shm_chunk_bytes,
         " bytes, TCP chunk ", next->tcp_chunk_bytes, " bytes, hierarchical ",
-        next->hierarchical_allreduce ? "on" : "off", " after ", autotuner_->samplesTaken(),
+        next->hierarchical_allreduce ? "on" : "off", ", hierarchical chunk ",
+        next->hierarchical_chunk_bytes, " bytes after ", autotuner_->samplesTaken(),
         " samples");
   }
 }
