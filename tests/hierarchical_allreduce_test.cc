@@ -57,13 +57,16 @@ bool close(DataType type, ReduceOp op, double got, double want) {
     if (type == DataType::kInt16) want = static_cast<int16_t>(static_cast<int64_t>(want));
     return got == want;
   }
-  const double tolerance = type == DataType::kBFloat16 ? 0.01 : type == DataType::kFloat16 ? 0.002 : 1e-6;
+  const double tolerance = type == DataType::kBFloat16  ? 0.01
+                           : type == DataType::kFloat16 ? 0.002
+                                                        : 1e-6;
   return std::fabs(got - want) <= tolerance * std::max(1.0, std::fabs(want));
 }
 
 void checkOne(Communicator& comm, DataType type, ReduceOp op, size_t count, bool in_place) {
   std::vector<char> in(std::max<size_t>(1, count * sizeOf(type)));
-  for (size_t i = 0; i < count; ++i) storeValue(type, in.data(), i, inputValue(type, comm.rank(), i));
+  for (size_t i = 0; i < count; ++i)
+    storeValue(type, in.data(), i, inputValue(type, comm.rank(), i));
   std::vector<char> out(in.size());
   char* result = in_place ? in.data() : out.data();
   comm.allreduce(in.data(), result, count, type, op);
@@ -89,8 +92,8 @@ TEST_P(HierarchicalAllreduceTest, EveryDtypeAndOpAroundChunkBoundaries) {
       const size_t per_chunk = 4096 / sizeOf(type);
       for (ReduceOp op : allReduceOps()) {
         if (type == DataType::kBool && op == ReduceOp::kAverage) continue;
-        for (size_t count : {size_t{0}, size_t{1}, size_t{3}, per_chunk, per_chunk + 1,
-                             5 * per_chunk + 77}) {
+        for (size_t count :
+             {size_t{0}, size_t{1}, size_t{3}, per_chunk, per_chunk + 1, 5 * per_chunk + 77}) {
           checkOne(comm, type, op, count, count % 2 == 1);
         }
       }
@@ -151,17 +154,21 @@ TEST_P(HierarchicalAllreduceTest, PeerLostMidPipelineIsNamed) {
         std::this_thread::sleep_for(std::chrono::milliseconds(30));
         ::kill(::getpid(), SIGKILL);
       });
-      for (;;) comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+      for (;;)
+        comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
     }
     const auto start = std::chrono::steady_clock::now();
     try {
-      for (;;) comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+      for (;;)
+        comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
     } catch (const Error& e) {
       const std::string what = e.what();
-      if (e.code() != ErrorCode::kPeerLost || what.find("rank " + std::to_string(victim)) == std::string::npos ||
+      if (e.code() != ErrorCode::kPeerLost ||
+          what.find("rank " + std::to_string(victim)) == std::string::npos ||
           what.find(victim_host) == std::string::npos) {
-        throw std::runtime_error(std::string("expected peer-lost naming rank ") + std::to_string(victim) +
-                                 " on " + victim_host + ", got " + errorCodeName(e.code()) + ": " + what);
+        throw std::runtime_error(std::string("expected peer-lost naming rank ") +
+                                 std::to_string(victim) + " on " + victim_host + ", got " +
+                                 errorCodeName(e.code()) + ": " + what);
       }
     }
     if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15)) {
@@ -179,7 +186,8 @@ TEST_P(HierarchicalAllreduceTest, PeerLostMidPipelineIsNamed) {
 INSTANTIATE_TEST_SUITE_P(
     Hosts, HierarchicalAllreduceTest,
     ::testing::Values(HostLayout{"hosts_2x2", {"hostA", "hostA", "hostB", "hostB"}},
-                      HostLayout{"hosts_3x2", {"hostA", "hostA", "hostB", "hostB", "hostC", "hostC"}}),
+                      HostLayout{"hosts_3x2",
+                                 {"hostA", "hostA", "hostB", "hostB", "hostC", "hostC"}}),
     [](const auto& info) { return info.param.label; });
 
 }  // namespace

@@ -15,9 +15,9 @@ namespace {
 
 // Where one chunk of the buffer lies, and the block of it that this rank carries across hosts.
 struct ChunkLayout {
-  size_t offset = 0;  // elements, in the whole buffer
+  size_t offset = 0;           // elements, in the whole buffer
   std::vector<size_t> counts;  // per local rank, within the chunk
-  RingSegment mine;   // this rank's block, relative to the chunk
+  RingSegment mine;            // this rank's block, relative to the chunk
 };
 
 std::vector<ChunkLayout> cutIntoChunks(size_t count, size_t elem, size_t chunk_bytes,
@@ -53,8 +53,8 @@ class ChunkSteps {
   // In place is safe: round k writes piece k of this rank's block only after every rank
   // copied piece k of its own input in, and no rank reads another's input.
   void reduceInsideHost(const ChunkLayout& c) const {
-    shmReducescatter(plan_.local, in_ + c.offset * elem_, myBlock(c), c.counts, type_, op_, prescale_,
-                     1.0);
+    shmReducescatter(plan_.local, in_ + c.offset * elem_, myBlock(c), c.counts, type_, op_,
+                     prescale_, 1.0);
   }
   void reduceAcrossHosts(const ChunkLayout& c) const {
     ringAllreduce(*plan_.cross, myBlock(c), c.mine.count, type_, op_, postscale_, plan_.ctx);
@@ -174,8 +174,8 @@ class CrossHostStage {
 void hierarchicalAllreduce(const HierarchicalAllreduce& plan, const void* in, void* out,
                            size_t count, DataType type, ReduceOp op, double prescale,
                            double postscale) {
-  const std::vector<ChunkLayout> chunks = cutIntoChunks(count, dataTypeSize(type), plan.chunk_bytes,
-                                                        plan.local_rank, plan.local_size);
+  const std::vector<ChunkLayout> chunks =
+      cutIntoChunks(count, dataTypeSize(type), plan.chunk_bytes, plan.local_rank, plan.local_size);
   const ChunkSteps steps(plan, in, out, type, op, prescale, postscale);
   if (chunks.size() == 1) {
     steps.reduceInsideHost(chunks[0]);

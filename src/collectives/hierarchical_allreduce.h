@@ -16,9 +16,9 @@
 namespace ronde {
 
 struct HierarchicalAllreduce {
-  ShmOp local;                    // this host's arena and the call's descriptor
-  const LinkGroup* cross;         // same local rank on every host; verified by the caller
-  CollectiveContext ctx;          // bounds the steps across hosts
+  ShmOp local;             // this host's arena and the call's descriptor
+  const LinkGroup* cross;  // same local rank on every host; verified by the caller
+  CollectiveContext ctx;   // bounds the steps across hosts
   int local_rank = 0;
   int local_size = 1;
   // Bytes of the whole buffer per pipeline step (every rank of the job passes the same). A

@@ -48,7 +48,8 @@ uint32_t hashTuning(const CommTuning& t) {
   for (uint64_t v :
        {static_cast<uint64_t>(t.small_allreduce_bytes), static_cast<uint64_t>(t.shm_chunk_bytes),
         static_cast<uint64_t>(t.tcp_chunk_bytes), static_cast<uint64_t>(t.hierarchical_allreduce),
-        static_cast<uint64_t>(t.shm_direct_read), static_cast<uint64_t>(t.hierarchical_chunk_bytes)}) {
+        static_cast<uint64_t>(t.shm_direct_read),
+        static_cast<uint64_t>(t.hierarchical_chunk_bytes)}) {
     for (int byte = 0; byte < 8; ++byte) {
       h ^= (v >> (8 * byte)) & 0xff;
       h *= 1099511628211ULL;
