@@ -166,10 +166,10 @@ TEST(Autotuner, ConvergesNearTheBestKnobsOfASimulatedJob) {
       std::stringstream fields(line);
       std::vector<std::string> f;
       for (std::string v; std::getline(fields, v, ',');) f.push_back(v);
-      ASSERT_EQ(f.size(), 13u);
-      EXPECT_NEAR(std::stod(f[12]), std::stod(f[10]) / std::stod(f[11]), std::stod(f[12]) * 1e-3);
+      ASSERT_EQ(f.size(), 14u);
+      EXPECT_NEAR(std::stod(f[13]), std::stod(f[11]) / std::stod(f[12]), std::stod(f[13]) * 1e-3);
       // Every window is 3 steps of 50 tensors.
-      EXPECT_EQ(std::stoll(f[10]), 3 * 50 * SimulatedJob::kTensorBytes);
+      EXPECT_EQ(std::stoll(f[11]), 3 * 50 * SimulatedJob::kTensorBytes);
     }
     if (line.find(",final,") != std::string::npos) ++finals;
   }
@@ -246,6 +246,41 @@ TEST(Autotuner, TunesCrossHostKnobsOnlyWhenAskedTo) {
   Autotuner tuner(options, {64 << 20, 1, true, true, 64 << 10, 1 << 20});
   EXPECT_EQ(tuner.tunedKnobs().size(), 6u);
   EXPECT_EQ(tuner.tunedKnobs()[4], "hierarchical_allreduce");
+}
+
+// A job whose step time is least at a 2 MiB hierarchical pipeline chunk: the tuner finds it,
+// and every chunk it tries is whole pages within [256 KiB, 32 MiB].
+TEST(Autotuner, ChoosesTheHierarchicalChunkOfASimulatedJob) {
+  AutotuneOptions options;
+  options.warmup_samples = 1;
+  options.steps_per_sample = 1;
+  options.max_samples = 30;
+  options.noise = 0.05;
+  options.tune_hierarchical_chunk = true;
+  TuningKnobs initial{64 << 20, 1, true, true, 64 << 10, 1 << 20, 1 << 20, true, 8 << 20};
+  Autotuner tuner(options, initial);
+  EXPECT_EQ(tuner.tunedKnobs().back(), "hierarchical_chunk_bytes");
+  auto cost = [](const TuningKnobs& k) {
+    const double h = std::log2(static_cast<double>(k.hierarchical_chunk_bytes) / (2 << 20));
+    return SimulatedJob::stepSeconds(k) + 0.01 * 0.1 * h * h;
+  };
+  auto now = Autotuner::Clock::time_point{};
+  for (int s = 0; s < 2000 && !tuner.finished(); ++s) {
+    const double cycle = cost(tuner.knobs()) / 5;
+    for (int c = 0; c < 5; ++c) {
+      std::vector<uint64_t> ids;
+      for (int t = 0; t < 10; ++t) ids.push_back(static_cast<uint64_t>(c * 10 + t));
+      now += std::chrono::duration_cast<Autotuner::Clock::duration>(
+          std::chrono::duration<double>(cycle));
+      tuner.cycleDone(10 * SimulatedJob::kTensorBytes, ids, now);
+      const TuningKnobs& k = tuner.knobs();
+      ASSERT_GE(k.hierarchical_chunk_bytes, 256 << 10);
+      ASSERT_LE(k.hierarchical_chunk_bytes, 32 << 20);
+      ASSERT_EQ(k.hierarchical_chunk_bytes % 4096, 0);
+    }
+  }
+  ASSERT_TRUE(tuner.finished());
+  EXPECT_LT(cost(tuner.knobs()), cost(initial));
 }
 
 TEST(Autotuner, RejectsBadOptionsAndAnUnwritableLog) {

@@ -79,7 +79,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
               "shm chunk " << tuning.shm_chunk_bytes);
       REQUIRE(tuning.tcp_chunk_bytes >= 4096, "tcp chunk " << tuning.tcp_chunk_bytes);
       // Every rank ends with the same knobs: compare them through the runtime itself.
-      constexpr int kKnobs = 8;
+      constexpr int kKnobs = 9;
       auto mine = std::make_shared<HostTensor>(DataType::kFloat64, std::vector<int64_t>{kKnobs});
       double* v = mine->as<double>();
       v[0] = static_cast<double>(last.fusion_threshold_bytes);
@@ -90,6 +90,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
       v[5] = static_cast<double>(tuning.tcp_chunk_bytes);
       v[6] = tuning.hierarchical_allreduce ? 1 : 0;
       v[7] = tuning.shm_direct_read ? 1 : 0;
+      v[8] = static_cast<double>(tuning.hierarchical_chunk_bytes);
       auto low = std::make_shared<HostTensor>(*mine);
       Request a;
       a.name = "knobs.min";

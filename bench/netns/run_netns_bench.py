@@ -18,6 +18,12 @@ bandwidth when there is one rank per host. Every figure is the median of --repea
 
   sudo /usr/bin/python3 bench/netns/run_netns_bench.py --build build [--rate 1gbit]
 
+To compare ronde against itself in the same run (interleaved with OpenMPI in every round):
+--baseline-build DIR adds another build's launcher and demo (e.g. main's code) as "before";
+--variant LABEL:NAME=VALUE[,NAME=VALUE] adds this build with RONDE_* settings (the launcher
+forwards them to every host), e.g. --variant chunk1m:RONDE_HIERARCHICAL_CHUNK_BYTES=1048576.
+--layouts 2x1,2x2,3x2 picks hosts x ranks per host instead of every --hosts x {1, 2}.
+
 Needs root (namespaces, tc), openssh-server, OpenMPI (mpicc, mpirun) and g++. Namespaces,
 qdiscs, sshd and temporary files are removed on exit, also on failure or SIGTERM.
 """
@@ -78,13 +84,14 @@ def build_tools(build, workdir):
     return probe, mpi
 
 
-def run_job(command, timeout=900):
+def run_job(command, timeout=900, env=None):
     """Runs a job; returns (stdout, seconds from start to exit, machine CPU busy share)."""
     sampler = CpuSampler()
     sampler.start()
     start = time.monotonic()
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                            start_new_session=True)
+                            start_new_session=True,
+                            env=dict(os.environ, **env) if env else None)
     seconds = time.monotonic() - start
     busy = sampler.stop()
     if result.returncode != 0:
@@ -92,6 +99,31 @@ def run_job(command, timeout=900):
                                                      result.stdout[-3000:],
                                                      result.stderr[-3000:]))
     return result.stdout, seconds, busy
+
+
+class RondeVariant:
+    """One ronde to measure: a build's launcher and demo, and settings for its workers."""
+
+    def __init__(self, label, build, env=None):
+        self.label = label
+        self.ronde = os.path.join(build, "src", "launcher", "ronde")
+        self.demo = os.path.join(build, "examples", "allreduce_demo")
+        self.env = env or {}
+        for path in (self.ronde, self.demo):
+            if not os.access(path, os.X_OK):
+                sys.exit("run_netns_bench: %s is not built (ninja -C %s ronde_cli allreduce_demo)"
+                         % (path, build))
+
+
+def parse_variant(text, build):
+    label, _, settings = text.partition(":")
+    env = {}
+    for item in filter(None, settings.split(",")):
+        name, eq, value = item.partition("=")
+        if not eq or not name.startswith(("RONDE_", "HOROVOD_")):
+            sys.exit("run_netns_bench: --variant %r: want LABEL:RONDE_NAME=VALUE,..." % text)
+        env[name] = value
+    return RondeVariant(label, build, env)
 
 
 class Jobs:
@@ -159,8 +191,8 @@ def tcp_ceiling(hosts, mib, repeat):
     return statistics.median(rates)
 
 
-def allreduce_seconds(command):
-    stdout, _, busy = run_job(command)
+def allreduce_seconds(command, env=None):
+    stdout, _, busy = run_job(command, env=env)
     ms = MS_PER_ALLREDUCE.search(stdout)
     if ms is None:
         raise RuntimeError("no timing in output of %s:\n%s" % (command[0], stdout))
@@ -168,32 +200,44 @@ def allreduce_seconds(command):
     return float(ms.group(1)) / 1e3, busy, transport.group(2) if transport else "?"
 
 
+def ronde_seconds(jobs, variant, nhosts, per_host, size_args):
+    saved = jobs.ronde
+    jobs.ronde = variant.ronde
+    try:
+        command = jobs.ronde_remote(nhosts, per_host, [variant.demo] + size_args)
+    finally:
+        jobs.ronde = saved
+    return allreduce_seconds(command, variant.env)
+
+
 def bench_allreduce(jobs, args, link_bytes):
     rows = []
-    for nhosts in args.hosts:
-        for per_host in (1, 2):
-            for mib in args.sizes:
-                iterations = args.iterations if mib <= 64 else max(2, args.iterations // 2)
-                size_args = [str(mib), str(iterations)]
-                ronde, mpi = [], []
-                for _ in range(args.repeat):  # interleaved, so drifting load hits both alike
-                    ronde.append(allreduce_seconds(
-                        jobs.ronde_remote(nhosts, per_host, [jobs.demo] + size_args)))
-                    if not args.skip_mpi:
-                        mpi.append(allreduce_seconds(
-                            jobs.mpi_remote(nhosts, per_host, [jobs.mpi] + size_args)))
-                bytes_moved = mib * 2**20 * 2 * (nhosts - 1) / nhosts
-                row = {"hosts": nhosts, "per_host": per_host, "mib": mib,
-                       "transport": ronde[0][2]}
-                for name, runs in (("ronde", ronde), ("mpi", mpi)):
-                    if not runs:
-                        continue
-                    seconds = statistics.median(r[0] for r in runs)
-                    row[name] = {"ms": seconds * 1e3, "runs_ms": [r[0] * 1e3 for r in runs],
-                                 "link": bytes_moved / seconds / link_bytes,
-                                 "cpu": statistics.median(r[1] for r in runs)}
-                rows.append(row)
-                log("allreduce", row)
+    for nhosts, per_host in args.layouts:
+        for mib in args.sizes:
+            iterations = args.iterations if mib <= 64 else max(2, args.iterations // 2)
+            size_args = [str(mib), str(iterations)]
+            runs = {v.label: [] for v in args.variants}
+            runs["mpi"] = []
+            # Interleaved, so drifting load hits every contender alike.
+            for _ in range(args.repeat):
+                for variant in args.variants:
+                    runs[variant.label].append(
+                        ronde_seconds(jobs, variant, nhosts, per_host, size_args))
+                if not args.skip_mpi:
+                    runs["mpi"].append(allreduce_seconds(
+                        jobs.mpi_remote(nhosts, per_host, [jobs.mpi] + size_args)))
+            bytes_moved = mib * 2**20 * 2 * (nhosts - 1) / nhosts
+            row = {"hosts": nhosts, "per_host": per_host, "mib": mib,
+                   "transport": runs["ronde"][0][2]}
+            for name, measured in runs.items():
+                if not measured:
+                    continue
+                seconds = statistics.median(r[0] for r in measured)
+                row[name] = {"ms": seconds * 1e3, "runs_ms": [r[0] * 1e3 for r in measured],
+                             "link": bytes_moved / seconds / link_bytes,
+                             "cpu": statistics.median(r[1] for r in measured)}
+            rows.append(row)
+            log("allreduce", row)
     return rows
 
 
@@ -269,6 +313,20 @@ def print_tables(args, ceiling, link_bytes, allreduce, inside, startup):
             "%.0f" % m["ms"] if m else "-", "%.1f%%" % (100 * m["link"]) if m else "-",
             "%.2fx" % (m["ms"] / r["ms"]) if m else "-", 100 * r["cpu"],
             "%.0f%%" % (100 * m["cpu"]) if m else "-", row["transport"]))
+    others = [v.label for v in args.variants if v.label != "ronde"]
+    if others:
+        print("\nThe same rounds, each ronde variant against this build (\"ronde\") and "
+              "OpenMPI: % of link, and ms per allreduce (every run).\n")
+        print("| hosts | ranks/host | MiB | %s |" % " | ".join(["ronde"] + others + ["OpenMPI"]))
+        print("|---|---|---|%s" % ("---|" * (len(others) + 2)))
+        for row in allreduce:
+            cells = []
+            for name in ["ronde"] + others + ["mpi"]:
+                r = row.get(name)
+                cells.append("%.1f%% (%s)" % (100 * r["link"], "/".join(
+                    "%.0f" % ms for ms in r["runs_ms"])) if r else "-")
+            print("| %d | %d | %d | %s |" % (row["hosts"], row["per_host"], row["mib"],
+                                              " | ".join(cells)))
     if inside:
         print("\nInside one host, 2 ranks, shared memory (no link): the intra-host steps of "
               "the 2-ranks-per-host rows.\n")
@@ -308,18 +366,30 @@ def main():
     parser.add_argument("--mpi-allreduce-algorithm", type=int,
                         help="force OpenMPI's coll/tuned allreduce algorithm across hosts "
                              "(4: ring, 5: segmented ring, 6: rabenseifner); default: its own decision")
+    parser.add_argument("--layouts",
+                        help="hosts x ranks per host, comma-separated (e.g. 2x1,2x2,3x2); "
+                             "default: every --hosts with 1 and 2 ranks per host")
+    parser.add_argument("--baseline-build",
+                        help="another ronde build measured in the same rounds, as 'before'")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="LABEL:RONDE_NAME=VALUE,...: this build with those settings, "
+                             "measured in the same rounds (repeatable)")
     parser.add_argument("--skip-allreduce", action="store_true")
     parser.add_argument("--skip-startup", action="store_true")
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
     args.hosts = [int(h) for h in args.hosts.split(",")]
+    if args.layouts:
+        args.layouts = [tuple(int(n) for n in l.split("x")) for l in args.layouts.split(",")]
+        args.hosts = sorted({h for h, _ in args.layouts})
+    else:
+        args.layouts = [(h, p) for h in args.hosts for p in (1, 2)]
     build = os.path.abspath(args.build)
-    ronde = os.path.join(build, "src", "launcher", "ronde")
-    demo = os.path.join(build, "examples", "allreduce_demo")
-    for path in (ronde, demo):
-        if not os.access(path, os.X_OK):
-            sys.exit("run_netns_bench: %s is not built (ninja -C %s ronde_cli allreduce_demo)"
-                     % (path, build))
+    args.variants = [RondeVariant("ronde", build)]
+    if args.baseline_build:
+        args.variants.append(RondeVariant("before", os.path.abspath(args.baseline_build)))
+    args.variants += [parse_variant(v, build) for v in args.variant]
+    ronde, demo = args.variants[0].ronde, args.variants[0].demo
 
     # SIGTERM/SIGHUP unwind through the finally blocks below like Ctrl-C does.
     def stop(signum, frame):

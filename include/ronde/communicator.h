@@ -47,6 +47,7 @@ struct CommOptions {
   int64_t shm_chunk_bytes = 1024 * 1024;
   int64_t tcp_chunk_bytes = 1024 * 1024;
   bool hierarchical_allreduce = true;
+  int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;
   // Which init of this rank in the job (Communicator::fromEnvironment counts them; 0: not
   // counted). It names the shm segment, so no two generations ever map the same one.
   int64_t generation = 0;
@@ -86,6 +87,9 @@ struct CommTuning {
   // segment. Off: always stage. A communicator starts with it on when its host has a core
   // for every local rank, off when they oversubscribe the cores.
   bool shm_direct_read = true;
+  // Hierarchical allreduce: bytes of the buffer per pipeline step (at least 4 KiB). While one
+  // chunk crosses hosts the next is reduced and the previous gathered inside the host.
+  int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;
 
   bool operator==(const CommTuning&) const = default;
 };

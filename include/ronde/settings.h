@@ -45,6 +45,7 @@ struct Settings {
   int64_t shm_chunk_bytes = 1024 * 1024;       // per-rank pipeline chunk in shared memory
   int64_t tcp_chunk_bytes = 1024 * 1024;       // pipeline chunk on TCP links
   bool hierarchical_allreduce = true;         // across hosts: shm inside, ring across
+  int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;  // its pipeline step, whole buffer
 
   // Runtime (negotiation, fusion, timeline, stall inspector).
   int64_t fusion_threshold_bytes = 128LL * 1024 * 1024;

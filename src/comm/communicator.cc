@@ -16,6 +16,7 @@ CommOptions CommOptions::fromSettings(const Settings& s) {
   o.shm_chunk_bytes = s.shm_chunk_bytes;
   o.tcp_chunk_bytes = s.tcp_chunk_bytes;
   o.hierarchical_allreduce = s.hierarchical_allreduce;
+  o.hierarchical_chunk_bytes = s.hierarchical_chunk_bytes;
   return o;
 }
 

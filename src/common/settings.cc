@@ -78,6 +78,10 @@ const Field kFields[] = {
      4096},
     {"HIERARCHICAL_ALLREDUCE", &Settings::hierarchical_allreduce, nullptr,
      "Across hosts, reduce in shared memory within each host and ring across hosts."},
+    {"HIERARCHICAL_CHUNK_BYTES", &Settings::hierarchical_chunk_bytes, kChunkBytes,
+     "Pipeline step of the hierarchical allreduce, in bytes of the whole buffer: one chunk "
+     "crosses hosts while the next is reduced and the previous gathered inside the host.",
+     4096},
     {"FUSION_THRESHOLD", &Settings::fusion_threshold_bytes, kBytes,
      "Largest fusion buffer: small tensors are batched into one collective up to this size."},
     {"CYCLE_TIME", &Settings::cycle_time_ms, kMilliseconds,

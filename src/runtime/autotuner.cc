@@ -57,6 +57,10 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
           d.push_back({Dimension::kShmDirectRead, "shm_direct_read"});
         if (options.tune_tcp_chunk)
           d.push_back({Dimension::kTcpChunk, "tcp_chunk_bytes", 64 * 1024.0, 8 * kMiB});
+        if (options.tune_hierarchical_chunk) {
+          d.push_back(
+              {Dimension::kHierarchicalChunk, "hierarchical_chunk_bytes", 256 * 1024.0, 32 * kMiB});
+        }
         // Below 16 KiB a chunk costs more in synchronisation than it saves in cache.
         if (options.shm_chunk_max_bytes > kShmChunkLow) {
           d.push_back({Dimension::kShmChunk, "shm_chunk_bytes", kShmChunkLow,
@@ -74,7 +78,7 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
     }
     *log_ << "sample,phase,fusion_threshold_bytes,cycle_time_ms,response_cache,"
              "hierarchical_allreduce,small_allreduce_bytes,tcp_chunk_bytes,shm_chunk_bytes,"
-             "shm_direct_read,bytes,"
+             "shm_direct_read,hierarchical_chunk_bytes,bytes,"
              "seconds,"
              "score_bytes_per_second\n"
           << std::flush;
@@ -119,6 +123,10 @@ std::vector<double> Autotuner::encode(const TuningKnobs& knobs) const {
       case Dimension::kShmChunk:
         point.push_back(logPosition(static_cast<double>(knobs.shm_chunk_bytes), d.low, d.high));
         break;
+      case Dimension::kHierarchicalChunk:
+        point.push_back(
+            logPosition(static_cast<double>(knobs.hierarchical_chunk_bytes), d.low, d.high));
+        break;
     }
   }
   return point;
@@ -157,6 +165,9 @@ TuningKnobs Autotuner::decode(const std::vector<double>& point) const {
         knobs.shm_chunk_bytes =
             std::min(roundToPages(logValue(u, d.low, d.high)), static_cast<int64_t>(d.high));
         break;
+      case Dimension::kHierarchicalChunk:
+        knobs.hierarchical_chunk_bytes = roundToPages(logValue(u, d.low, d.high));
+        break;
     }
   }
   return knobs;
@@ -168,7 +179,8 @@ void Autotuner::log(const char* phase, const TuningKnobs& k, int64_t bytes, doub
   *log_ << samples_ << ',' << phase << ',' << k.fusion_threshold_bytes << ',' << k.cycle_time_ms
         << ',' << (k.response_cache ? 1 : 0) << ',' << (k.hierarchical_allreduce ? 1 : 0) << ','
         << k.small_allreduce_bytes << ',' << k.tcp_chunk_bytes << ',' << k.shm_chunk_bytes << ','
-        << (k.shm_direct_read ? 1 : 0) << ',' << bytes << ',' << seconds << ',' << score << '\n'
+        << (k.shm_direct_read ? 1 : 0) << ',' << k.hierarchical_chunk_bytes << ',' << bytes << ','
+        << seconds << ',' << score << '\n'
         << std::flush;
 }
 

@@ -39,6 +39,7 @@ struct TuningKnobs {
   // Past the small band in shared memory: read and write peers' buffers, or stage through
   // the slots (CommTuning::shm_direct_read): the large band's algorithm.
   bool shm_direct_read = true;
+  int64_t hierarchical_chunk_bytes = 0;  // the hierarchical allreduce's pipeline step
 
   bool operator==(const TuningKnobs&) const = default;
 };
@@ -58,6 +59,7 @@ struct AutotuneOptions {
   bool tune_hierarchical = false;
   bool tune_tcp_chunk = false;
   bool tune_shm_direct_read = false;
+  bool tune_hierarchical_chunk = false;
   // The shared-memory chunk, up to the slot the arena was built with (0: not tuned).
   int64_t shm_chunk_max_bytes = 0;
 };
@@ -93,7 +95,8 @@ class Autotuner {
       kShmDirectRead,
       kSmallAllreduce,
       kTcpChunk,
-      kShmChunk
+      kShmChunk,
+      kHierarchicalChunk
     };
     Knob knob;
     const char* name;

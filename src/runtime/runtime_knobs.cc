@@ -39,6 +39,7 @@ void RuntimeImpl::initKnobs() {
     options.tune_small_allreduce = true;
     options.tune_tcp_chunk = tcp;
     options.tune_hierarchical = shm && tcp;
+    options.tune_hierarchical_chunk = shm && tcp;
     if (shm) options.shm_chunk_max_bytes = tuning.shm_chunk_bytes;
     options.tune_shm_direct_read = shm;
   }
@@ -51,6 +52,7 @@ void RuntimeImpl::initKnobs() {
   initial.tcp_chunk_bytes = tuning.tcp_chunk_bytes;
   initial.shm_chunk_bytes = tuning.shm_chunk_bytes;
   initial.shm_direct_read = tuning.shm_direct_read;
+  initial.hierarchical_chunk_bytes = tuning.hierarchical_chunk_bytes;
   autotuner_ = std::make_unique<Autotuner>(options, initial);
 }
 
@@ -67,6 +69,7 @@ void RuntimeImpl::writeKnobs(WireWriter& writer) {
     writer.i64(wanted_comm_tuning_->tcp_chunk_bytes);
     writer.u8(wanted_comm_tuning_->hierarchical_allreduce ? 1 : 0);
     writer.u8(wanted_comm_tuning_->shm_direct_read ? 1 : 0);
+    writer.i64(wanted_comm_tuning_->hierarchical_chunk_bytes);
     wanted_comm_tuning_.reset();
   }
 }
@@ -83,6 +86,7 @@ void RuntimeImpl::readKnobs(WireReader& reader) {
     tuning.tcp_chunk_bytes = reader.i64();
     tuning.hierarchical_allreduce = reader.u8() != 0;
     tuning.shm_direct_read = reader.u8() != 0;
+    tuning.hierarchical_chunk_bytes = reader.i64();
     applyCommTuning(tuning);
   }
   publishKnobs();
@@ -127,6 +131,7 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
   tuning.tcp_chunk_bytes = next->tcp_chunk_bytes;
   tuning.hierarchical_allreduce = next->hierarchical_allreduce;
   tuning.shm_direct_read = next->shm_direct_read;
+  tuning.hierarchical_chunk_bytes = next->hierarchical_chunk_bytes;
   if (comms_->world().tunable() && !(tuning == comms_->world().tuning())) wanted_comm_tuning_ = tuning;
   knobs_changed_ = true;
   if (autotuner_->finished()) {
@@ -136,7 +141,8 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
         next->small_allreduce_bytes, " bytes, shm chunk ", next->shm_chunk_bytes,
         " bytes, TCP chunk ", next->tcp_chunk_bytes, " bytes, hierarchical ",
         next->hierarchical_allreduce ? "on" : "off", ", shm direct reads ",
-        next->shm_direct_read ? "on" : "off", " after ", autotuner_->samplesTaken(),
+        next->shm_direct_read ? "on" : "off", ", hierarchical chunk ",
+        next->hierarchical_chunk_bytes, " bytes after ", autotuner_->samplesTaken(),
         " samples");
   }
 }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 
+#include "collectives/hierarchical_allreduce.h"
 #include "collectives/link_collectives.h"
 #include "collectives/ring_pipeline.h"
 #include "collectives/ring_verify.h"
@@ -38,6 +39,7 @@ CommTuning initialTuning(const CommOptions& options, const ShmArena* arena, bool
   t.shm_chunk_bytes = arena ? static_cast<int64_t>(arena->chunkBytes()) : options.shm_chunk_bytes;
   t.tcp_chunk_bytes = options.tcp_chunk_bytes;
   t.hierarchical_allreduce = options.hierarchical_allreduce;
+  t.hierarchical_chunk_bytes = options.hierarchical_chunk_bytes;
   // With more local ranks than cores the staged pipeline measured 1.2-1.3x faster (4 ranks
   // on 2 cores, 256 KiB-16 MiB): its steps let a descheduled rank's share wait, where the
   // direct path's one long phase per rank serialises the reads behind it.
@@ -50,7 +52,8 @@ uint32_t hashTuning(const CommTuning& t) {
   for (uint64_t v :
        {static_cast<uint64_t>(t.small_allreduce_bytes), static_cast<uint64_t>(t.shm_chunk_bytes),
         static_cast<uint64_t>(t.tcp_chunk_bytes), static_cast<uint64_t>(t.hierarchical_allreduce),
-        static_cast<uint64_t>(t.shm_direct_read)}) {
+        static_cast<uint64_t>(t.shm_direct_read),
+        static_cast<uint64_t>(t.hierarchical_chunk_bytes)}) {
     for (int byte = 0; byte < 8; ++byte) {
       h ^= (v >> (8 * byte)) & 0xff;
       h *= 1099511628211ULL;
@@ -150,6 +153,11 @@ void NativeCommunicator::setTuning(const CommTuning& tuning) {
     throw makeError(ErrorCode::kInvalidArgument, "TCP chunk must be at least ", kMinChunkBytes,
                     " bytes, not ", tuning.tcp_chunk_bytes, " (", topology_.name(rank()), ")");
   }
+  if (tuning.hierarchical_chunk_bytes < kMinChunkBytes) {
+    throw makeError(ErrorCode::kInvalidArgument, "hierarchical allreduce chunk must be at least ",
+                    kMinChunkBytes, " bytes, not ", tuning.hierarchical_chunk_bytes, " (",
+                    topology_.name(rank()), ")");
+  }
   if (tuning.shm_chunk_bytes < kMinChunkBytes || tuning.shm_chunk_bytes > slot) {
     throw makeError(ErrorCode::kInvalidArgument, "shared-memory chunk must be ", kMinChunkBytes,
                     " bytes up to the slot size ", slot, " (RONDE_SHM_CHUNK_BYTES at start), not ",
@@ -207,6 +215,12 @@ void NativeCommunicator::abort(ErrorCode code, const std::string& reason) {
 }
 
 void NativeCommunicator::fail(const Error& error) {
+  Error first = firstFailure(error);
+  abort(first.code(), first.what());
+  throw first;
+}
+
+Error NativeCommunicator::firstFailure(const Error& error) const {
   ErrorCode code = error.code();
   std::string message = error.what();
   // A lost or aborted peer is often the echo of another rank's failure: report the first
@@ -218,8 +232,7 @@ void NativeCommunicator::fail(const Error& error) {
       message = first->what();
     }
   }
-  abort(code, message);
-  throw Error(code, message);
+  return Error(code, message);
 }
 
 template <typename Body>
@@ -304,25 +317,23 @@ void NativeCommunicator::allreduce(const void* in, void* out, size_t count, Data
   });
 }
 
-// Reduce-scatter inside the host over shared memory, allreduce of this rank's block with its
-// counterparts on the other hosts over TCP (all local ranks in parallel, each on its own
-// slice), then allgather inside the host.
 void NativeCommunicator::hierarchicalAllreduce(const Call& call, const void* in, void* out,
                                                size_t count, DataType type, ReduceOp op,
                                                double prescale, double postscale) {
-  const size_t elem = dataTypeSize(type);
-  std::vector<RingSegment> blocks = evenSegments(count, localSize());
-  std::vector<size_t> counts;
-  for (const auto& b : blocks) counts.push_back(b.count);
-  const RingSegment& mine = blocks[static_cast<size_t>(localRank())];
-  char* my_block = static_cast<char*>(out) + mine.offset * elem;
-  ShmOp local = shmOp(call);
-  // In place is safe: round k writes piece k of this rank's block only after every rank
-  // copied piece k of its own input in, and no rank reads another's input.
-  shmReducescatter(local, in, my_block, counts, type, op, prescale, 1.0);
   verifyAroundRing(cross_, call.descriptor, topology_.name(rank()), call.ctx);
-  ringAllreduce(cross_, my_block, mine.count, type, op, postscale, call.ctx);
-  shmAllgatherv(local, my_block, out, counts, type);
+  HierarchicalAllreduce plan;
+  plan.local = shmOp(call);
+  plan.cross = &cross_;
+  plan.ctx = call.ctx;
+  plan.local_rank = localRank();
+  plan.local_size = localSize();
+  plan.chunk_bytes = static_cast<size_t>(tuning_.hierarchical_chunk_bytes);
+  // The pipeline's helper thread fails the communicator the way run() would, without throwing.
+  plan.abort_all = [this](const Error& e) {
+    Error first = firstFailure(e);
+    abort(first.code(), first.what());
+  };
+  ronde::hierarchicalAllreduce(plan, in, out, count, type, op, prescale, postscale);
 }
 
 void NativeCommunicator::allgatherv(const void* in, void* out, const std::vector<size_t>& counts,

@@ -70,10 +70,13 @@ class NativeCommunicator final : public Communicator {
   template <typename Body>
   void run(OpDescriptor descriptor, Body&& body);
   [[noreturn]] void fail(const Error& error);
+  // The job's first failure when `error` may be its echo (a lost or aborted peer), else `error`.
+  Error firstFailure(const Error& error) const;
   void checkUsable() const;
   void validateCounts(const std::vector<size_t>& counts, const char* what) const;
 
   ShmOp shmOp(const Call& call) const;
+  // Verifies the call across hosts, then runs src/collectives/hierarchical_allreduce.cc.
   void hierarchicalAllreduce(const Call& call, const void* in, void* out, size_t count,
                              DataType type, ReduceOp op, double prescale, double postscale);
 

@@ -1,0 +1,194 @@
+// The pipelined hierarchical allreduce (src/collectives/hierarchical_allreduce.cc) on simulated
+// hosts of two ranks: every dtype and op, counts around the chunk boundaries (down to chunks
+// with empty blocks), large buffers with scaling, chunks changed between calls, and a rank
+// killed while chunks are in flight. Results are checked against reference.h.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/collective_checks.h"
+#include "support/multiprocess.h"
+#include "support/reference.h"
+
+namespace ronde::testing {
+namespace {
+
+struct HostLayout {
+  std::string label;
+  std::vector<std::string> hosts;
+};
+void PrintTo(const HostLayout& layout, std::ostream* out) { *out << layout.label; }
+
+class HierarchicalAllreduceTest : public ::testing::TestWithParam<HostLayout> {
+ protected:
+  RankSpec spec() const {
+    RankSpec s;
+    s.hosts = GetParam().hosts;
+    s.size = static_cast<int>(s.hosts.size());
+    s.timeout_seconds = 300;
+    s.shm_chunk_bytes = 64 * 1024;
+    return s;
+  }
+};
+
+// Every rank sets the same knobs before the first collective.
+void setHierarchicalChunk(Communicator& comm, int64_t bytes) {
+  CommTuning t = comm.tuning();
+  t.hierarchical_chunk_bytes = bytes;
+  comm.setTuning(t);
+  if (comm.transportName() != "shm+tcp (hierarchical)") {
+    throw std::runtime_error("expected the hierarchical allreduce, got " + comm.transportName());
+  }
+}
+
+bool close(DataType type, ReduceOp op, double got, double want) {
+  if (op == ReduceOp::kAverage && !isFloat(type)) return std::fabs(got - want) < 1.0;
+  if (!isFloat(type)) {
+    // Integer sums and products wrap like the type does.
+    if (type == DataType::kUInt8) want = static_cast<uint8_t>(static_cast<int64_t>(want));
+    if (type == DataType::kInt8) want = static_cast<int8_t>(static_cast<int64_t>(want));
+    if (type == DataType::kInt16) want = static_cast<int16_t>(static_cast<int64_t>(want));
+    return got == want;
+  }
+  const double tolerance = type == DataType::kBFloat16  ? 0.01
+                           : type == DataType::kFloat16 ? 0.002
+                                                        : 1e-6;
+  return std::fabs(got - want) <= tolerance * std::max(1.0, std::fabs(want));
+}
+
+void checkOne(Communicator& comm, DataType type, ReduceOp op, size_t count, bool in_place) {
+  std::vector<char> in(std::max<size_t>(1, count * sizeOf(type)));
+  for (size_t i = 0; i < count; ++i)
+    storeValue(type, in.data(), i, inputValue(type, comm.rank(), i));
+  std::vector<char> out(in.size());
+  char* result = in_place ? in.data() : out.data();
+  comm.allreduce(in.data(), result, count, type, op);
+  for (size_t i = 0; i < count; ++i) {
+    const double want = expectedReduction(type, op, comm.size(), i);
+    const double got = loadValue(type, result, i);
+    if (!close(type, op, got, want)) {
+      throw std::runtime_error(std::string(dataTypeName(type)) + "/" + reduceOpName(op) + "/" +
+                               std::to_string(count) + (in_place ? " in place" : "") + " element " +
+                               std::to_string(i) + ": got " + std::to_string(got) + ", want " +
+                               std::to_string(want));
+    }
+  }
+}
+
+// A 4 KiB chunk holds 4096 / size(dtype) elements (whole cache lines per local rank): the
+// counts below give one chunk, a chunk and one element (whose last chunk leaves the second
+// local rank nothing), and many uneven chunks.
+TEST_P(HierarchicalAllreduceTest, EveryDtypeAndOpAroundChunkBoundaries) {
+  runRanks(spec(), [](Communicator& comm) {
+    setHierarchicalChunk(comm, 4096);
+    for (DataType type : allDataTypes()) {
+      const size_t per_chunk = 4096 / sizeOf(type);
+      for (ReduceOp op : allReduceOps()) {
+        if (type == DataType::kBool && op == ReduceOp::kAverage) continue;
+        for (size_t count :
+             {size_t{0}, size_t{1}, size_t{3}, per_chunk, per_chunk + 1, 5 * per_chunk + 77}) {
+          checkOne(comm, type, op, count, count % 2 == 1);
+        }
+      }
+    }
+  });
+}
+
+// Large buffers with pre- and post-scaling through many chunks, then through the default.
+TEST_P(HierarchicalAllreduceTest, LargeBuffersWithScaling) {
+  runRanks(spec(), [](Communicator& comm) {
+    setHierarchicalChunk(comm, 1 << 20);
+    checkAllreduceLargeBuffersAndScaling(comm);
+    checkAllreduceLargeUnscaled(comm);
+  });
+}
+
+// The chunk may change between collectives (the autotuner does): odd sizes, not whole pages.
+TEST_P(HierarchicalAllreduceTest, ChunkChangesBetweenCalls) {
+  runRanks(spec(), [](Communicator& comm) {
+    for (int64_t chunk : {4096, 100003, 1 << 20, 4097}) {
+      setHierarchicalChunk(comm, chunk);
+      checkOne(comm, DataType::kFloat32, ReduceOp::kSum, 300001, true);
+      checkOne(comm, DataType::kInt32, ReduceOp::kMax, 70001, false);
+    }
+  });
+}
+
+TEST_P(HierarchicalAllreduceTest, RejectsAChunkBelowAPage) {
+  runRanks(spec(), [](Communicator& comm) {
+    CommTuning t = comm.tuning();
+    t.hierarchical_chunk_bytes = 100;
+    try {
+      comm.setTuning(t);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kInvalidArgument ||
+          std::string(e.what()).find("hierarchical allreduce chunk") == std::string::npos) {
+        throw std::runtime_error(std::string("unexpected error: ") + e.what());
+      }
+      checkOne(comm, DataType::kFloat32, ReduceOp::kSum, 5000, false);  // still usable
+      return;
+    }
+    throw std::runtime_error("a 100-byte chunk was accepted");
+  });
+}
+
+// The last host's first rank dies while 64 chunks of a 16 MiB allreduce are in flight:
+// every other rank fails with kPeerLost naming it and its host, well within the timeout.
+TEST_P(HierarchicalAllreduceTest, PeerLostMidPipelineIsNamed) {
+  RankSpec s = spec();
+  const int victim = s.size - 2;
+  const std::string victim_host = s.hosts[static_cast<size_t>(victim)];
+  auto outcomes = runRanksRaw(s, [victim, victim_host](Communicator& comm) {
+    setHierarchicalChunk(comm, 256 * 1024);
+    std::vector<float> data(4 * 1024 * 1024, 1.0f);
+    comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    if (comm.rank() == victim) {
+      std::thread killer([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        ::kill(::getpid(), SIGKILL);
+      });
+      for (;;)
+        comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (;;)
+        comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (e.code() != ErrorCode::kPeerLost ||
+          what.find("rank " + std::to_string(victim)) == std::string::npos ||
+          what.find(victim_host) == std::string::npos) {
+        throw std::runtime_error(std::string("expected peer-lost naming rank ") +
+                                 std::to_string(victim) + " on " + victim_host + ", got " +
+                                 errorCodeName(e.code()) + ": " + what);
+      }
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15)) {
+      throw std::runtime_error("the dead rank was noticed too late");
+    }
+  });
+  EXPECT_EQ(outcomes[static_cast<size_t>(victim)].signal, SIGKILL);
+  for (const auto& o : outcomes) {
+    if (o.rank != victim) {
+      EXPECT_EQ(o.exit_code, 0) << "rank " << o.rank << ": " << o.message;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hosts, HierarchicalAllreduceTest,
+    ::testing::Values(HostLayout{"hosts_2x2", {"hostA", "hostA", "hostB", "hostB"}},
+                      HostLayout{"hosts_3x2",
+                                 {"hostA", "hostA", "hostB", "hostB", "hostC", "hostC"}}),
+    [](const auto& info) { return info.param.label; });
+
+}  // namespace
+}  // namespace ronde::testing
