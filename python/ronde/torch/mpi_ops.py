@@ -14,6 +14,7 @@ import warnings
 import torch
 
 from ronde import _core
+from ronde.torch import cuda_streams
 from ronde.torch.process_sets import global_process_set
 
 # Reduction ops, as Horovod numbers them.
@@ -114,8 +115,12 @@ def _spec(kind, name, tensor, output=None, allocate=None, op=Sum, prescale=1.0, 
         target = None
     else:
         target = source if output is tensor else _ref(output)
-    return _Request(kind, name, source, target, _CORE_OPS[op], float(prescale), float(postscale),
-                    process_set.process_set_id, int(root), list(splits), allocate)
+    request = _Request(kind, name, source, target, _CORE_OPS[op], float(prescale),
+                       float(postscale), process_set.process_set_id, int(root), list(splits),
+                       allocate)
+    if tensor is not None and tensor.is_cuda:
+        cuda_streams.attach(request, tensor)
+    return request
 
 
 def _register(core_handle, finish, value=None):
@@ -191,9 +196,12 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     op = _check_op(op, average)
     source = tensor.contiguous()
     output = torch.empty_like(source)
-    core = _enqueue(_Request(_ALLREDUCE, _name("allreduce", name, process_set), _ref(source),
-                             _ref(output), _CORE_OPS[op], prescale_factor, postscale_factor,
-                             process_set.process_set_id))
+    request = _Request(_ALLREDUCE, _name("allreduce", name, process_set), _ref(source),
+                       _ref(output), _CORE_OPS[op], prescale_factor, postscale_factor,
+                       process_set.process_set_id)
+    if source.is_cuda:
+        cuda_streams.attach(request, source)
+    core = _enqueue(request)
     return _register(core, None, output)
 
 
@@ -207,6 +215,10 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     else:
         target, copy_back = _writable(tensor)
         finish = lambda h: copy_back(target)  # noqa: E731
+    if target.is_cuda:  # the typed request, which carries the stream
+        core = _enqueue(_allreduce_spec(target, target, _name("allreduce", name, process_set), op,
+                                        prescale_factor, postscale_factor, process_set))
+        return _register(core, finish, target)
     code = _DTYPES.get(target.dtype)
     if code is None:
         raise ValueError("ronde does not support tensors of dtype %s" % target.dtype)
