@@ -17,8 +17,8 @@ enum class TransportKind { kAuto, kShm, kTcp };
 // kAuto: the first of the preference list that serves the job (src/backends/backend_registry.cc).
 enum class CpuOperations { kAuto, kNative, kMpi };
 // How collectives on CUDA tensors run (Horovod's HOROVOD_GPU_OPERATIONS). kHost: staged through
-// pinned host memory and run by the host backend; kNccl: the NCCL backend on the device; kAuto:
-// NCCL where it is built and every rank of the job has a GPU of its own, else host staging.
+// pinned host memory and run by the host backend; kAuto: kHost for now; kNccl: the NCCL backend
+// on the device, which the runtime does not drive yet (Error(kConfig) at init).
 enum class GpuOperations { kAuto, kNccl, kHost };
 enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError, kFatal };
 

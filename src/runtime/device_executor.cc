@@ -10,6 +10,8 @@
 //     them, and its outputs are copied to the device outputs.
 // The copies wait on each request's ready event and end with the outputs ready on its stream.
 // A device failure ends the runtime (as a communicator failure does), naming rank and host.
+#include <algorithm>
+#include <cstring>
 #include <optional>
 #include <set>
 
@@ -94,8 +96,15 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
   auto restore = [&] {
     for (size_t i = 0; i < parts.size(); ++i) parts[i].local = owners[i];
   };
+  const Descriptor& d = parts[0].response->descriptor();
+  const bool adasum = d.op == ReduceOp::kAdasum;
+  const bool allreduce = kind == static_cast<uint8_t>(RequestKind::kAllreduce) && !adasum;
   if (!device) {  // joined, or every tensor refused: contribute zeros from the host
-    runKind(kind, parts, result);
+    if (allreduce) {
+      zerosInChunks(parts);  // the same collectives, chunk for chunk, as the ranks staging
+    } else {
+      runKind(kind, parts, result);
+    }
     restore();
     return;
   }
@@ -112,9 +121,7 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
       if (p.local->ready) ops.waitReady(*p.local->ready);
       streams.insert(p.local->request.stream);
     }
-    const Descriptor& d = parts[0].response->descriptor();
-    const bool adasum = d.op == ReduceOp::kAdasum;
-    if (kind == static_cast<uint8_t>(RequestKind::kAllreduce) && !adasum) {
+    if (allreduce) {
       if (parts.size() == 1) {
         deviceAllreduceSingle(ops, parts[0]);
       } else {
@@ -140,6 +147,28 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
     throw;
   }
   restore();
+}
+
+// A rank with no tensor in a staged allreduce (joined) contributes zeros through the same
+// chunked collectives as the ranks that stage, with their scaling.
+void Executor::zerosInChunks(std::vector<Part>& parts) {
+  const Response& first = *parts[0].response;
+  const Descriptor& d = first.descriptor();
+  size_t count = 0;
+  for (Part& p : parts) count += static_cast<size_t>(p.response->descriptor().numel());
+  const size_t element = dataTypeSize(d.dtype);
+  const Scaling scaling = parts.size() == 1 ? Scaling{d.prescale, finalScale(first)} : Scaling{};
+  if (scratch_.size() < count * element + 1) scratch_.resize(count * element + 1);
+  unsigned char* zeros = scratch_.data();
+  std::memset(zeros, 0, count * element);
+  const size_t chunk = std::max<size_t>(staging_chunk_bytes_ / element, 1);
+  auto start = Clock::now();
+  for (size_t offset = 0; offset < count; offset += chunk) {
+    size_t n = std::min(chunk, count - offset);
+    comm_->allreduce(zeros + offset * element, zeros + offset * element, n, d.dtype,
+                     collectiveOp(d), scaling);
+  }
+  for (Part& p : parts) span(p, "ALLREDUCE", start);
 }
 
 void Executor::deviceAllreduceSingle(DeviceOps& ops, Part& part) {

@@ -65,6 +65,7 @@ class Executor {
 
   // device_executor.cc: the same collectives on CUDA tensors, staged through host memory.
   void runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<int64_t>* result);
+  void zerosInChunks(std::vector<Part>& parts);
   void deviceAllreduceSingle(DeviceOps& ops, Part& part);
   void deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts);
   void deviceBroadcast(DeviceOps& ops, Part& part);
