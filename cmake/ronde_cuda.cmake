@@ -96,8 +96,19 @@ if(RONDE_HAVE_CUDA)
   target_link_libraries(ronde PRIVATE CUDA::cudart_static)
   # For the one host file that stubs the kernels out otherwise: the rest of the core keeps its
   # flags (and its ccache entries).
-  set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/cuda/batched_copy_reference.cc APPEND PROPERTY
+  set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/cuda/batched_copy_reference.cc
+               ${PROJECT_SOURCE_DIR}/src/runtime/device_set.cc APPEND PROPERTY
                COMPILE_DEFINITIONS RONDE_HAVE_CUDA)
+  # The runtime's CUDA devices (events, streams, pinned staging): host code calling the CUDA
+  # runtime, compiled apart so that only these files see its headers.
+  file(GLOB RONDE_DEVICE_CUDA_SOURCES CONFIGURE_DEPENDS
+       ${PROJECT_SOURCE_DIR}/src/runtime/device_cuda*.cc)
+  add_library(ronde_device_cuda OBJECT ${RONDE_DEVICE_CUDA_SOURCES})
+  target_include_directories(ronde_device_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include
+                             ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(ronde_device_cuda PRIVATE CUDA::cudart_static)
+  set_target_properties(ronde_device_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_sources(ronde PRIVATE $<TARGET_OBJECTS:ronde_device_cuda>)
   message(STATUS "ronde: CUDA ${CUDAToolkit_VERSION} (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 endif()
 

@@ -201,6 +201,19 @@ TEST(SettingsTest, DocumentationListsEveryFieldOnce) {
   }
 }
 
+TEST(SettingsTest, GpuOperationsTakeHorovodsNames) {
+  EXPECT_EQ(read({}).gpu_operations, GpuOperations::kAuto);
+  EXPECT_EQ(read({{"HOROVOD_GPU_OPERATIONS", "NCCL"}}).gpu_operations, GpuOperations::kNccl);
+  EXPECT_EQ(read({{"HOROVOD_GPU_OPERATIONS", "MPI"}}).gpu_operations, GpuOperations::kHost);
+  EXPECT_EQ(read({{"RONDE_GPU_OPERATIONS", "ronde"}}).gpu_operations, GpuOperations::kHost);
+  EXPECT_EQ(read({{"RONDE_GPU_OPERATIONS", " host "}}).gpu_operations, GpuOperations::kHost);
+  EXPECT_EQ(configError({{"RONDE_GPU_OPERATIONS", "ddl"}}),
+            "RONDE_GPU_OPERATIONS='ddl' is not a GPU path (auto, nccl, host, mpi or ronde)");
+  EXPECT_EQ(read({}).gpu_staging_chunk_bytes, 4 << 20);
+  EXPECT_EQ(read({{"RONDE_GPU_STAGING_CHUNK_BYTES", "65536"}}).gpu_staging_chunk_bytes, 65536);
+  EXPECT_NE(configError({{"RONDE_GPU_STAGING_CHUNK_BYTES", "100"}}), "");
+}
+
 TEST(SettingsTest, TransportNames) {
   EXPECT_STREQ(transportKindName(TransportKind::kAuto), "auto");
   EXPECT_STREQ(transportKindName(TransportKind::kShm), "shm");

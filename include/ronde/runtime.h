@@ -28,7 +28,8 @@
 
 namespace ronde {
 
-// Where a tensor's memory lives. Host now; CUDA tensors are staged or go to NCCL later.
+// Where a tensor's memory lives. CUDA tensors are staged through pinned host memory (or run by
+// NCCL): RONDE_GPU_OPERATIONS, docs/gpu.md.
 struct Device {
   enum class Kind : uint8_t { kCpu, kCuda } kind = Kind::kCpu;
   int index = -1;
@@ -90,6 +91,11 @@ struct Request {
   int root = 0;                    // broadcast
   std::vector<int64_t> splits;     // alltoall: first-dimension rows sent to each rank
   int process_set = 0;             // 0: all ranks
+  // CUDA tensors: the cudaStream_t (as an integer; 0 is the legacy default stream) on which the
+  // input is produced and the output will be used. enqueue() records an event there: the
+  // runtime's copies wait on that event, not on the whole device, and when the handle completes
+  // the output is ready on this stream. Ignored for host tensors.
+  uintptr_t stream = 0;
 };
 
 // The outcome of one request. wait() rethrows the request's error on this thread.

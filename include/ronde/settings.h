@@ -16,6 +16,10 @@ enum class TransportKind { kAuto, kShm, kTcp };
 // Which communication backend runs the host collectives (Horovod's HOROVOD_CPU_OPERATIONS).
 // kAuto: the first of the preference list that serves the job (src/backends/backend_registry.cc).
 enum class CpuOperations { kAuto, kNative, kMpi };
+// How collectives on CUDA tensors run (Horovod's HOROVOD_GPU_OPERATIONS). kHost: staged through
+// pinned host memory and run by the host backend; kAuto: kHost for now; kNccl: the NCCL backend
+// on the device, which the runtime does not drive yet (Error(kConfig) at init).
+enum class GpuOperations { kAuto, kNccl, kHost };
 enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError, kFatal };
 
 struct Settings {
@@ -36,6 +40,8 @@ struct Settings {
 
   TransportKind transport = TransportKind::kAuto;
   CpuOperations cpu_operations = CpuOperations::kAuto;
+  GpuOperations gpu_operations = GpuOperations::kAuto;
+  int64_t gpu_staging_chunk_bytes = 4 * 1024 * 1024;  // host staging: copy/collective chunk
   double timeout_seconds = 300;      // longest wait inside a collective
   double start_timeout_seconds = 60; // longest wait for all ranks to meet
   LogLevel log_level = LogLevel::kWarning;
@@ -93,6 +99,7 @@ struct Settings {
 
 const char* transportKindName(TransportKind kind);
 const char* cpuOperationsName(CpuOperations operations);
+const char* gpuOperationsName(GpuOperations operations);
 
 // RONDE_TIMELINE's value that writes no file at init: start_timeline() starts it later
 // (Horovod's HOROVOD_TIMELINE=DYNAMIC).

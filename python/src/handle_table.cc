@@ -63,8 +63,9 @@ class HandleTable {
   }
 
   // The in-place allreduce of a contiguous torch tensor, read here from the tensor object
-  // (data_ptr, dtype, shape, device) instead of by the caller; None for a non-contiguous
-  // tensor, which the caller stages through a contiguous copy.
+  // (data_ptr, dtype, shape) instead of by the caller; None for a non-contiguous tensor,
+  // which the caller stages through a contiguous copy, and for a CUDA tensor, whose request
+  // must carry torch's current stream (cuda_streams.py).
   py::object allreduceInPlace(py::handle tensor, py::handle name, py::handle op,
                               py::handle prescale, py::handle postscale, py::handle process_set) {
     PyObject* t = tensor.ptr();
@@ -113,15 +114,10 @@ class HandleTable {
     std::vector<int64_t> dims(static_cast<size_t>(rank));
     for (Py_ssize_t i = 0; i < rank; ++i)
       dims[static_cast<size_t>(i)] = toInt64(PyTuple_GET_ITEM(shape.ptr(), i), "a dimension");
-    Device device;
-    if (checked(PyObject_GetAttr(t, is_cuda_.ptr())).ptr() == Py_True) {
-      const int64_t index =
-          toInt64(checked(PyObject_CallMethodNoArgs(t, get_device_.ptr())).ptr(), "device");
-      device = {Device::Kind::kCuda, static_cast<int>(index)};
-    }
+    if (checked(PyObject_GetAttr(t, is_cuda_.ptr())).ptr() == Py_True) return py::none();
     auto view = std::make_shared<PyTensor>(py::reinterpret_borrow<py::object>(tensor), address,
                                            static_cast<DataType>(toInt64(code, "dtype code")),
-                                           std::move(dims), device);
+                                           std::move(dims), Device{});
     request.input = view;
     request.output = std::move(view);
 
@@ -202,7 +198,6 @@ class HandleTable {
   py::str data_ptr_{"data_ptr"};
   py::str shape_{"shape"};
   py::str is_cuda_{"is_cuda"};
-  py::str get_device_{"get_device"};
   py::str process_set_id_{"process_set_id"};
   py::str allreduce_{"allreduce"};
 };

@@ -113,6 +113,9 @@ void registerRequestTypes(py::module_& m) {
       .def_readwrite("process_set", &Request::process_set)
       .def_readwrite("root", &Request::root)
       .def_readwrite("splits", &Request::splits)
+      .def_readwrite("stream", &Request::stream,
+                     "CUDA tensors: the cudaStream_t (an int) the input is produced on; the "
+                     "output is ready on it when the handle completes")
       .def_property(
           "allocator", [](const Request& r) { return static_cast<bool>(r.allocate_output); },
           [](Request& r, py::object allocate) { r.allocate_output = wrapAllocator(allocate); },

@@ -19,7 +19,8 @@ namespace {
 
 using Member = std::variant<int Settings::*, int64_t Settings::*, double Settings::*,
                             bool Settings::*, std::string Settings::*, TransportKind Settings::*,
-                            LogLevel Settings::*, CpuOperations Settings::*>;
+                            LogLevel Settings::*, CpuOperations Settings::*,
+                            GpuOperations Settings::*>;
 
 struct Field {
   const char* name;  // without the RONDE_ / HOROVOD_ prefix
@@ -63,6 +64,13 @@ const Field kFields[] = {
      "Backend of the host collectives: auto (native), native (ronde's shm + TCP; gloo is "
      "accepted as its Horovod name), or mpi (OpenMPI's collectives; needs a build with MPI and "
      "ranks started by mpirun or srun)."},
+    {"GPU_OPERATIONS", &Settings::gpu_operations, nullptr,
+     "How collectives on CUDA tensors run: host (staged through pinned host memory and run by "
+     "the host backend; mpi and ronde are accepted for it), auto (host: the runtime does not "
+     "drive the NCCL backend yet), or nccl (refused at init until it does)."},
+    {"GPU_STAGING_CHUNK_BYTES", &Settings::gpu_staging_chunk_bytes, kChunkBytes,
+     "Host staging of CUDA tensors: the chunk whose device-to-host copy, host collective and "
+     "host-to-device copy overlap those of the neighbouring chunks.", 4096},
     {"TIMEOUT_SECONDS", &Settings::timeout_seconds, kSeconds,
      "Longest wait inside a collective before it fails with a timeout."},
     {"START_TIMEOUT", &Settings::start_timeout_seconds, kSeconds,
@@ -199,6 +207,16 @@ CpuOperations parseCpuOperations(const Source& source) {
   malformed(source, "a backend (auto, native, gloo or mpi)");
 }
 
+GpuOperations parseGpuOperations(const Source& source) {
+  const std::string text = lower(trim(source.value));
+  // Horovod's MPI (CUDA-aware MPI) is ronde's host path: the host backend moves the bytes.
+  if (text == "mpi" || text == "ronde") return GpuOperations::kHost;
+  for (GpuOperations kind : {GpuOperations::kAuto, GpuOperations::kNccl, GpuOperations::kHost}) {
+    if (text == gpuOperationsName(kind)) return kind;
+  }
+  malformed(source, "a GPU path (auto, nccl, host, mpi or ronde)");
+}
+
 const char* logLevelName(LogLevel level) {
   switch (level) {
     case LogLevel::kTrace: return "trace";
@@ -238,6 +256,8 @@ void apply(const Field& field, const Source& source, Settings& settings) {
           target = parseLogLevel(source);
         } else if constexpr (std::is_same_v<Value, CpuOperations>) {
           target = parseCpuOperations(source);
+        } else if constexpr (std::is_same_v<Value, GpuOperations>) {
+          target = parseGpuOperations(source);
         } else {
           target = source.value;
         }
@@ -258,6 +278,8 @@ std::string format(const Field& field, const Settings& settings) {
           return logLevelName(value);
         } else if constexpr (std::is_same_v<Value, CpuOperations>) {
           return cpuOperationsName(value);
+        } else if constexpr (std::is_same_v<Value, GpuOperations>) {
+          return gpuOperationsName(value);
         } else if constexpr (std::is_same_v<Value, std::string>) {
           return value;
         } else {
@@ -334,6 +356,15 @@ const char* cpuOperationsName(CpuOperations operations) {
     case CpuOperations::kAuto: return "auto";
     case CpuOperations::kNative: return "native";
     case CpuOperations::kMpi: return "mpi";
+  }
+  return "unknown";
+}
+
+const char* gpuOperationsName(GpuOperations operations) {
+  switch (operations) {
+    case GpuOperations::kAuto: return "auto";
+    case GpuOperations::kNccl: return "nccl";
+    case GpuOperations::kHost: return "host";
   }
   return "unknown";
 }

@@ -206,10 +206,6 @@ bool firstDimVaries(uint8_t kind) {
          kind == static_cast<uint8_t>(RequestKind::kAlltoall);
 }
 
-std::string deviceName(const Device& d) {
-  return d.kind == Device::Kind::kCpu ? "cpu" : "cuda:" + std::to_string(d.index);
-}
-
 std::string number(double v) {
   std::ostringstream out;
   out << v;
@@ -239,7 +235,11 @@ const std::vector<Field>& fields() {
       {"postscale factor", reduces, [](const Descriptor& d) { return number(d.postscale); }},
       {"root rank", [](uint8_t k) { return k == static_cast<uint8_t>(RequestKind::kBroadcast); },
        [](const Descriptor& d) { return std::to_string(d.root); }},
-      {"device", hasTensor, [](const Descriptor& d) { return deviceName(d.device); }},
+      // The kind alone: each rank has a GPU of its own, so indices differ (as in Horovod).
+      {"device", hasTensor,
+       [](const Descriptor& d) {
+         return std::string(d.device.kind == Device::Kind::kCpu ? "cpu" : "cuda");
+       }},
       {"process set ranks", [](uint8_t k) { return k == kAddProcessSetKind; },
        [](const Descriptor& d) { return formatShape(d.splits); }},
       {"group", [](uint8_t) { return true; },

@@ -82,63 +82,11 @@ bool Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
 
   if (!first.error.empty()) {
     for (Part& p : parts) p.error = std::make_exception_ptr(Error(first.error_code, first.error));
-  } else if (d.device.kind != Device::Kind::kCpu &&
+  } else if (d.device.kind == Device::Kind::kCuda &&
              d.kind <= static_cast<uint8_t>(RequestKind::kReducescatter)) {
-    for (Part& p : parts) {
-      p.error = std::make_exception_ptr(makeError(ErrorCode::kInvalidArgument, "tensor '", d.name,
-                                                  "': device tensors are not supported yet"));
-    }
+    runOnDevice(d.kind, parts, &result);
   } else {
-    switch (d.kind) {
-      case static_cast<uint8_t>(RequestKind::kAllreduce):
-        if (parts.size() == 1) {
-          allreduceSingle(parts[0]);
-        } else {
-          allreduceFused(parts);
-        }
-        break;
-      case static_cast<uint8_t>(RequestKind::kAllgather):
-        if (parts.size() == 1) {
-          allgather(parts[0]);
-        } else {
-          allgatherFused(parts);
-        }
-        break;
-      case static_cast<uint8_t>(RequestKind::kBroadcast):
-        if (parts.size() == 1) {
-          broadcast(parts[0]);
-        } else {
-          broadcastFused(parts);
-        }
-        break;
-      case static_cast<uint8_t>(RequestKind::kAlltoall):
-        alltoall(parts[0], &result);
-        break;
-      case static_cast<uint8_t>(RequestKind::kReducescatter):
-        reducescatter(parts[0]);
-        break;
-      case static_cast<uint8_t>(RequestKind::kBarrier): {
-        auto start = Clock::now();
-        comm_->barrier();
-        span(parts[0], "BARRIER", start);
-        break;
-      }
-      case static_cast<uint8_t>(RequestKind::kJoin):
-        break;
-      case kAddProcessSetKind: {
-        std::vector<int> ranks(d.splits.begin(), d.splits.end());
-        int id = sets_.add(ranks);
-        comms_.addSet(id, ranks);  // the members meet here; the others go on
-        result = {id};
-        break;
-      }
-      case kRemoveProcessSetKind:
-        sets_.remove(d.root);
-        comms_.removeSet(d.root);
-        break;
-      default:
-        RONDE_CHECK(false, "unknown request kind " << int(d.kind));
-    }
+    runKind(d.kind, parts, &result);
   }
   for (Part& p : parts) {
     if (p.local == nullptr) continue;
@@ -146,6 +94,60 @@ bool Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
            p.error);
   }
   return true;
+}
+
+void Executor::runKind(uint8_t kind, std::vector<Part>& parts, std::vector<int64_t>* result) {
+  const Descriptor& d = parts[0].response->descriptor();
+  switch (kind) {
+    case static_cast<uint8_t>(RequestKind::kAllreduce):
+      if (parts.size() == 1) {
+        allreduceSingle(parts[0]);
+      } else {
+        allreduceFused(parts);
+      }
+      break;
+    case static_cast<uint8_t>(RequestKind::kAllgather):
+      if (parts.size() == 1) {
+        allgather(parts[0]);
+      } else {
+        allgatherFused(parts);
+      }
+      break;
+    case static_cast<uint8_t>(RequestKind::kBroadcast):
+      if (parts.size() == 1) {
+        broadcast(parts[0]);
+      } else {
+        broadcastFused(parts);
+      }
+      break;
+    case static_cast<uint8_t>(RequestKind::kAlltoall):
+      alltoall(parts[0], result);
+      break;
+    case static_cast<uint8_t>(RequestKind::kReducescatter):
+      reducescatter(parts[0]);
+      break;
+    case static_cast<uint8_t>(RequestKind::kBarrier): {
+      auto start = Clock::now();
+      comm_->barrier();
+      span(parts[0], "BARRIER", start);
+      break;
+    }
+    case static_cast<uint8_t>(RequestKind::kJoin):
+      break;
+    case kAddProcessSetKind: {
+      std::vector<int> ranks(d.splits.begin(), d.splits.end());
+      int id = sets_.add(ranks);
+      comms_.addSet(id, ranks);  // the members meet here; the others go on
+      *result = {id};
+      break;
+    }
+    case kRemoveProcessSetKind:
+      sets_.remove(d.root);
+      comms_.removeSet(d.root);
+      break;
+    default:
+      RONDE_CHECK(false, "unknown request kind " << int(kind));
+  }
 }
 
 void Executor::allreduceSingle(Part& part) {

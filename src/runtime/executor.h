@@ -4,7 +4,8 @@
 // are then the set's: rank i of a set's communicator is its i-th member. A joined rank still
 // takes part in the world's allreduces, contributing zeros. Failures of this rank alone (an
 // output the allocator refused) still take part in the collective, then fail the handle; a
-// communicator failure propagates: it is fatal. Used by the background thread only.
+// communicator failure propagates: it is fatal. CUDA tensors go through host staging
+// (device_executor.cc); a device failure there is fatal too. Used by the background thread only.
 #pragma once
 
 #include <exception>
@@ -14,6 +15,7 @@
 
 #include "ronde/communicator.h"
 #include "runtime/communicator_set.h"
+#include "runtime/device_set.h"
 #include "runtime/fusion_planner.h"
 #include "runtime/local_request.h"
 #include "runtime/process_sets.h"
@@ -33,6 +35,12 @@ class Executor {
   Executor(CommunicatorSet& comms, ProcessSets& sets) : comms_(comms), sets_(sets) {}
 
   void setTimeline(Timeline* timeline) { timeline_ = timeline; }
+  // Where CUDA tensors' device work goes, the staging chunk and the longest wait for a copy.
+  void setDevices(DeviceSet* devices, size_t staging_chunk_bytes, Duration timeout) {
+    devices_ = devices;
+    staging_chunk_bytes_ = staging_chunk_bytes;
+    device_timeout_ = timeout;
+  }
   // False when this rank is outside the unit's process set (it did nothing).
   bool run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
            const Finish& finish);
@@ -53,11 +61,25 @@ class Executor {
   void alltoall(Part& part, std::vector<int64_t>* received_rows);
   void reducescatter(Part& part);
   void span(const Part& part, const char* activity, Timeline::Clock::time_point start);
+  void runKind(uint8_t kind, std::vector<Part>& parts, std::vector<int64_t>* result);
+
+  // device_executor.cc: the same collectives on CUDA tensors, staged through host memory.
+  void runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<int64_t>* result);
+  void zerosInChunks(std::vector<Part>& parts);
+  void deviceAllreduceSingle(DeviceOps& ops, Part& part);
+  void deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts);
+  void deviceBroadcast(DeviceOps& ops, Part& part);
+  void deviceThroughHostViews(DeviceOps& ops, uint8_t kind, std::vector<Part>& parts,
+                              std::vector<int64_t>* result,
+                              std::vector<std::shared_ptr<Tensor>>& keep_alive);
 
   CommunicatorSet& comms_;
   ProcessSets& sets_;
   Communicator* comm_ = nullptr;  // the unit's data communicator, during run()
   Timeline* timeline_ = nullptr;
+  DeviceSet* devices_ = nullptr;
+  size_t staging_chunk_bytes_ = 4 << 20;
+  Duration device_timeout_ = std::chrono::seconds(300);
   std::vector<unsigned char> fusion_buffer_;
   std::vector<unsigned char> scratch_;
   std::vector<unsigned char> scratch_in_;

@@ -30,18 +30,20 @@ int64_t fusedBytes(const Response& r) {
 
 std::vector<ExecutionUnit> planExecution(const std::vector<Response>& responses,
                                          int64_t fusion_threshold_bytes) {
-  using Key = std::tuple<int32_t, uint8_t, DataType, ReduceOp, double, double, int32_t>;
+  // Host and CUDA tensors never share a buffer; every rank agrees on a tensor's device kind
+  // (the negotiation checks it), not on its device index.
+  using Key = std::tuple<int32_t, uint8_t, DataType, ReduceOp, double, double, int32_t, uint8_t>;
   std::vector<ExecutionUnit> units;
   std::vector<int64_t> unit_bytes;
   std::map<Key, size_t> open;  // fusion key -> unit still accepting tensors
   for (size_t i = 0; i < responses.size(); ++i) {
     const Response& r = responses[i];
     const Descriptor& d = r.descriptor();
-    bool fusable = r.error.empty() && fusableKind(d.kind) && d.device.kind == Device::Kind::kCpu &&
-                   fusion_threshold_bytes > 0;
+    bool fusable = r.error.empty() && fusableKind(d.kind) && fusion_threshold_bytes > 0;
     int64_t bytes = fusedBytes(r);
     if (fusable) {
-      Key key{d.process_set, d.kind, d.dtype, d.op, d.prescale, d.postscale, d.root};
+      Key key{d.process_set, d.kind,      d.dtype, d.op,
+              d.prescale,    d.postscale, d.root,  static_cast<uint8_t>(d.device.kind)};
       auto it = open.find(key);
       if (it != open.end() && unit_bytes[it->second] + bytes <= fusion_threshold_bytes) {
         units[it->second].responses.push_back(i);

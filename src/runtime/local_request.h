@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "runtime/descriptor.h"
+#include "runtime/device_ops.h"
 #include "runtime/handle_impl.h"
 
 namespace ronde::runtime {
@@ -15,6 +16,7 @@ struct LocalRequest {
   std::shared_ptr<HandleImpl> handle;
   std::chrono::steady_clock::time_point enqueued;
   int cache_slot = -1;  // >= 0: waiting on the cached path under this slot's bit
+  std::shared_ptr<ReadyEvent> ready;  // CUDA inputs: recorded on request.stream at enqueue
 };
 
 }  // namespace ronde::runtime

@@ -22,7 +22,8 @@ RequestKey tensorKey(const Descriptor& d) { return {d.process_set, tensorName(d.
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm,
-                         const std::vector<std::vector<int>>& process_sets)
+                         const std::vector<std::vector<int>>& process_sets,
+                         DeviceOpsFactory devices)
     : settings_(settings),
       comms_(std::make_unique<CommunicatorSet>(std::move(comm))),
       rank_(comms_->world().rank()),
@@ -32,6 +33,7 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
       cross_rank_(comms_->world().crossRank()),
       cross_size_(comms_->world().crossSize()),
       sets_(size_),
+      devices_(std::move(devices)),
       wanted_fusion_threshold_(settings.fusion_threshold_bytes),
       wanted_cycle_ms_(settings.cycle_time_ms),
       wanted_response_cache_(settings.cache_capacity > 0),
@@ -54,6 +56,14 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
     throw makeError(ErrorCode::kConfig, "RONDE_CACHE_CAPACITY must be >= 0, not ",
                     settings.cache_capacity);
   }
+  if (settings.gpu_operations == GpuOperations::kNccl) {
+    throw makeError(ErrorCode::kConfig,
+                    "RONDE_GPU_OPERATIONS=nccl: the runtime does not run CUDA tensors on NCCL yet; "
+                    "use host (or auto), which stages them through host memory (docs/gpu.md)");
+  }
+  executor_.setDevices(&devices_, static_cast<size_t>(settings.gpu_staging_chunk_bytes),
+                       std::chrono::duration_cast<Duration>(
+                           std::chrono::duration<double>(settings.timeout_seconds)));
   registerInitialProcessSets(process_sets);
   initKnobs();
   // Horovod's HOROVOD_TIMELINE=DYNAMIC: a timeline that start_timeline() starts later.
@@ -141,6 +151,9 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> re
                       request.process_set, " does not exist");
     }
     Descriptor d = describeRequest(request, *members, rank_);
+    std::shared_ptr<ReadyEvent> ready;
+    if (request.input && request.input->device().kind == Device::Kind::kCuda)
+      ready = devices_.ops(request.input->device()).markReady(request.stream);
     if (grouped) {
       if (request.process_set != group_set) {
         throw makeError(ErrorCode::kInvalidArgument, "group '", group,
@@ -149,8 +162,8 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> re
       d.group = group;
       d.group_size = static_cast<int32_t>(requests.size());
     }
-    locals.push_back(
-        LocalRequest{std::move(request), std::move(d), std::make_shared<HandleImpl>(), now, -1});
+    locals.push_back(LocalRequest{std::move(request), std::move(d), std::make_shared<HandleImpl>(),
+                                  now, -1, std::move(ready)});
   }
   return submitDescribed(std::move(locals));
 }
@@ -199,7 +212,7 @@ std::vector<int64_t> RuntimeImpl::runInternal(Descriptor d) {
   request.kind = RequestKind::kBarrier;
   request.name = d.name;
   std::vector<LocalRequest> one;
-  one.push_back(LocalRequest{std::move(request), std::move(d), handle, Clock::now(), -1});
+  one.push_back(LocalRequest{std::move(request), std::move(d), handle, Clock::now(), -1, nullptr});
   submitDescribed(std::move(one));
   handle->wait(Duration::max());
   return handle->result();

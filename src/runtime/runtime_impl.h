@@ -26,6 +26,7 @@
 #include "runtime/communicator_set.h"
 #include "runtime/cycle_pacer.h"
 #include "runtime/descriptor.h"
+#include "runtime/device_set.h"
 #include "runtime/executor.h"
 #include "runtime/liveness_monitor.h"
 #include "runtime/local_request.h"
@@ -41,8 +42,11 @@ namespace ronde::runtime {
 class RuntimeImpl final : public Runtime {
  public:
   // `process_sets` get ids 1, 2, ...; every rank must pass the same (checked here, collectively).
+  // `devices` makes the device operations of CUDA tensors (empty: this build's; the CPU tests
+  // give host-memory devices).
   RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm,
-              const std::vector<std::vector<int>>& process_sets = {});
+              const std::vector<std::vector<int>>& process_sets = {},
+              DeviceOpsFactory devices = {});
   ~RuntimeImpl() override;
 
   void shutdown() override;
@@ -101,6 +105,7 @@ class RuntimeImpl final : public Runtime {
   std::unique_ptr<CommunicatorSet> comms_;  // control, world data, per-set data
   int rank_, size_, local_rank_, local_size_, cross_rank_, cross_size_;
   ProcessSets sets_;
+  DeviceSet devices_;  // thread-safe: enqueue records ready events on the callers' threads
 
   std::mutex shutdown_mutex_;  // one shutdown() at a time
   mutable std::mutex mutex_;

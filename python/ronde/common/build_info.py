@@ -50,8 +50,8 @@ def ccl_built():
 
 def cuda_built():
     """Horovod's cuda_built(): True when the core was built with CUDA (its device fusion
-    kernels). The torch frontend does not yet send CUDA tensors through the runtime
-    (docs/gpu.md says what is wired)."""
+    kernels and CUDA devices): only then does ronde.torch take CUDA tensors, which the runtime
+    stages through host memory (docs/gpu.md)."""
     return _core.cuda_built()
 
 

@@ -8,6 +8,7 @@ through a contiguous copy and copied back by synchronize.
 
 import torch
 
+from ronde.torch import cuda_streams
 from ronde.torch.process_sets import global_process_set
 from ronde.torch.submission import (_ALLREDUCE, _CORE_OP_CODES, _CORE_OPS, _DTYPES, Average,
                                     _Group, _Request, _allreduce_in_place, _check_op, _core,
@@ -28,10 +29,12 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     op = _check_op(op, average)
     source = tensor.contiguous()
     output = torch.empty_like(source)
-    core = _enqueue(_Request(_ALLREDUCE, _name("allreduce", name, process_set), _ref(source),
-                             _ref(output), _CORE_OPS[op], prescale_factor, postscale_factor,
-                             process_set.process_set_id))
-    return _register(core, None, output)
+    request = _Request(_ALLREDUCE, _name("allreduce", name, process_set), _ref(source),
+                       _ref(output), _CORE_OPS[op], prescale_factor, postscale_factor,
+                       process_set.process_set_id)
+    if source.is_cuda:
+        cuda_streams.attach(request, source)
+    return _register(_enqueue(request), None, output)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -45,8 +48,22 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                                  process_set)
     if handle is not None:
         return handle
+    if tensor.is_cuda:  # the typed request, which carries torch's current stream
+        return _cuda_allreduce_async_(tensor, name, _check_op(op, average), prescale_factor,
+                                      postscale_factor, process_set)
     return _staged_allreduce_async_(tensor, name, code, prescale_factor, postscale_factor,
                                     process_set)
+
+
+def _cuda_allreduce_async_(tensor, name, op, prescale_factor, postscale_factor, process_set):
+    if tensor.is_contiguous():
+        target, finish = tensor, None
+    else:
+        target, copy_back = _writable(tensor)
+        finish = lambda h: copy_back(target)  # noqa: E731
+    core = _enqueue(_allreduce_spec(target, target, _name("allreduce", name, process_set), op,
+                                    prescale_factor, postscale_factor, process_set))
+    return _register(core, finish, target)
 
 
 def _staged_allreduce_async_(tensor, name, code, prescale_factor, postscale_factor,

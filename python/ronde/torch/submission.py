@@ -16,6 +16,7 @@ import warnings
 import torch
 
 from ronde import _core
+from ronde.torch import cuda_streams
 from ronde.torch.process_sets import global_process_set
 
 # Reduction ops, as Horovod numbers them.
@@ -113,8 +114,12 @@ def _spec(kind, name, tensor, output=None, allocate=None, op=Sum, prescale=1.0, 
         target = None
     else:
         target = source if output is tensor else _ref(output)
-    return _Request(kind, name, source, target, _CORE_OPS[op], float(prescale), float(postscale),
-                    process_set.process_set_id, int(root), list(splits), allocate)
+    request = _Request(kind, name, source, target, _CORE_OPS[op], float(prescale),
+                       float(postscale), process_set.process_set_id, int(root), list(splits),
+                       allocate)
+    if tensor is not None and tensor.is_cuda:
+        cuda_streams.attach(request, tensor)
+    return request
 
 
 # handle -> (core handle, finish(core handle) -> result, or None: the result is `value`, value)

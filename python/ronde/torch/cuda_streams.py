@@ -1,0 +1,31 @@
+"""CUDA tensors in ronde.torch requests: the stream they are produced on.
+
+Horovod's torch frontend records a ready event on torch's current stream when a CUDA tensor is
+submitted; ronde does the same in its core (``Request.stream``): the runtime's copies wait on
+that event, not on the whole device, and when the handle completes the output is ready on that
+stream (it waits, on the device, for the runtime's copies). Called only for CUDA tensors, so
+CPU-only jobs never touch ``torch.cuda``.
+"""
+
+import torch
+
+from ronde import _core
+
+
+def _refuse_without_cuda(tensor):
+    if not _core.cuda_built():
+        raise _core.RondeError(
+            "tensor on %s: this ronde was built without CUDA, so it takes CPU tensors only "
+            "(reinstall it where nvcc is on PATH; see docs/gpu.md)" % tensor.device)
+
+
+def stream_of(tensor):
+    """torch's current stream on `tensor`'s device, as the integer cudaStream_t."""
+    _refuse_without_cuda(tensor)
+    return torch.cuda.current_stream(tensor.device).cuda_stream
+
+
+def attach(request, tensor):
+    """Sets `request`'s stream from `tensor` (a CUDA tensor); returns the request."""
+    request.stream = stream_of(tensor)
+    return request

@@ -1,0 +1,333 @@
+// The executor's path for CUDA tensors: host staging (RONDE_GPU_OPERATIONS=host).
+//   - allreduce, one tensor: its chunks go device -> pinned host -> collective -> device, the
+//     prescale and postscale applied by the host collective;
+//   - allreduce, fused: the batched copy kernel packs the tensors into the device fusion buffer
+//     with the prescale, the buffer is staged chunk by chunk, and the kernel unpacks it into
+//     the outputs with the postscale (and the average's 1/n);
+//   - broadcast, one tensor: chunked as the allreduce (receivers copy nothing in);
+//   - the rest (allgather, alltoall, reducescatter, fused broadcast, Adasum): the inputs are
+//     staged whole into pinned memory, the host collective runs as for host tensors on views of
+//     them, and its outputs are copied to the device outputs.
+// The copies wait on each request's ready event and end with the outputs ready on its stream.
+// A device failure ends the runtime (as a communicator failure does), naming rank and host.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include "runtime/device_staging.h"
+#include "runtime/executor.h"
+
+namespace ronde::runtime {
+namespace {
+
+using Clock = Timeline::Clock;
+
+ReduceOp collectiveOp(const Descriptor& d) {
+  return d.op == ReduceOp::kAverage ? ReduceOp::kSum : d.op;
+}
+
+double finalScale(const Response& r) {
+  const Descriptor& d = r.descriptor();
+  double scale = d.postscale;
+  if (d.op == ReduceOp::kAverage) scale /= static_cast<double>(r.members.size());
+  return scale;
+}
+
+// A host tensor over memory it does not own (the pinned staging buffer).
+class HostView final : public Tensor {
+ public:
+  HostView(void* data, DataType type, std::vector<int64_t> shape)
+      : data_(data), type_(type), shape_(std::move(shape)) {}
+  DataType dtype() const override { return type_; }
+  std::vector<int64_t> shape() const override { return shape_; }
+  Device device() const override { return {}; }
+  void* data() override { return data_; }
+
+ private:
+  void* data_;
+  DataType type_;
+  std::vector<int64_t> shape_;
+};
+
+// The device tensor a result goes to: the request's output, else the allocator's, else (when
+// allowed) the input, else a new tensor on the input's device. Checks device, dtype and size.
+std::shared_ptr<Tensor> deviceOutput(DeviceOps& ops, Request& request,
+                                     const std::vector<int64_t>& shape, bool in_place_default) {
+  std::shared_ptr<Tensor> out = request.output;
+  if (!out && request.allocate_output) out = request.allocate_output(shape);
+  if (!out && in_place_default) out = request.input;
+  if (!out) out = ops.newTensor(request.input->dtype(), shape);
+  size_t expected = 1;
+  for (int64_t d : shape) expected *= static_cast<size_t>(d);
+  if (out->dtype() != request.input->dtype() || out->numel() != expected) {
+    throw makeError(ErrorCode::kInvalidArgument, "tensor '", request.name, "': the output is ",
+                    dataTypeName(out->dtype()), " ", formatShape(out->shape()), ", expected ",
+                    dataTypeName(request.input->dtype()), " ", formatShape(shape));
+  }
+  if (!(out->device() == request.input->device())) {
+    throw makeError(
+        ErrorCode::kInvalidArgument, "tensor '", request.name,
+        "': the output is not on the input's device (cuda:", request.input->device().index, ")");
+  }
+  return out;
+}
+
+}  // namespace
+
+void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<int64_t>* result) {
+  // This rank's device: its first tensor's. A process's fused tensors must share it (one GPU
+  // per process, as in Horovod); others fail here and take part with zeros.
+  std::optional<Device> device;
+  std::vector<LocalRequest*> owners;
+  for (Part& p : parts) {
+    owners.push_back(p.local);
+    if (p.local == nullptr) continue;
+    Device mine = p.local->request.input->device();
+    if (!device) device = mine;
+    if (!(mine == *device)) {
+      p.error = std::make_exception_ptr(makeError(
+          ErrorCode::kInvalidArgument, "tensor '", p.local->request.name,
+          "' is on cuda:", mine.index, " but is fused with tensors on cuda:", device->index,
+          ": one process's CUDA tensors must be on one device"));
+      p.local = nullptr;
+    }
+  }
+  auto restore = [&] {
+    for (size_t i = 0; i < parts.size(); ++i) parts[i].local = owners[i];
+  };
+  const Descriptor& d = parts[0].response->descriptor();
+  const bool adasum = d.op == ReduceOp::kAdasum;
+  const bool allreduce = kind == static_cast<uint8_t>(RequestKind::kAllreduce) && !adasum;
+  if (!device) {  // joined, or every tensor refused: contribute zeros from the host
+    if (allreduce) {
+      zerosInChunks(parts);  // the same collectives, chunk for chunk, as the ranks staging
+    } else {
+      runKind(kind, parts, result);
+    }
+    restore();
+    return;
+  }
+  if (devices_ == nullptr) {
+    restore();
+    throw makeError(ErrorCode::kInternal, "the executor has no devices");
+  }
+  DeviceOps& ops = devices_->ops(*device);
+  std::vector<std::shared_ptr<Tensor>> keep_alive;  // host outputs until their copies finish
+  try {
+    std::set<uintptr_t> streams;
+    for (Part& p : parts) {
+      if (p.local == nullptr) continue;
+      if (p.local->ready) ops.waitReady(*p.local->ready);
+      streams.insert(p.local->request.stream);
+    }
+    if (allreduce) {
+      if (parts.size() == 1) {
+        deviceAllreduceSingle(ops, parts[0]);
+      } else {
+        deviceAllreduceFused(ops, parts);
+      }
+    } else if (kind == static_cast<uint8_t>(RequestKind::kBroadcast) && parts.size() == 1) {
+      deviceBroadcast(ops, parts[0]);
+    } else {
+      deviceThroughHostViews(ops, kind, parts, result, keep_alive);
+    }
+    auto deadline = Deadline::after(device_timeout_);
+    for (uintptr_t stream : streams) ops.finish(stream, deadline);
+  } catch (const Error& e) {
+    ops.drain();
+    restore();
+    if (comm_->aborted()) throw;  // a communicator's failure names whom it lost already
+    // The other ranks are in (or past) the same collective: the runtime aborts them all.
+    throw makeError(e.code(), comm_->describeRank(comm_->rank()), ", cuda:", device->index, ": ",
+                    e.what());
+  } catch (...) {
+    ops.drain();
+    restore();
+    throw;
+  }
+  restore();
+}
+
+// A rank with no tensor in a staged allreduce (joined) contributes zeros through the same
+// chunked collectives as the ranks that stage, with their scaling.
+void Executor::zerosInChunks(std::vector<Part>& parts) {
+  const Response& first = *parts[0].response;
+  const Descriptor& d = first.descriptor();
+  size_t count = 0;
+  for (Part& p : parts) count += static_cast<size_t>(p.response->descriptor().numel());
+  const size_t element = dataTypeSize(d.dtype);
+  const Scaling scaling = parts.size() == 1 ? Scaling{d.prescale, finalScale(first)} : Scaling{};
+  if (scratch_.size() < count * element + 1) scratch_.resize(count * element + 1);
+  unsigned char* zeros = scratch_.data();
+  std::memset(zeros, 0, count * element);
+  const size_t chunk = std::max<size_t>(staging_chunk_bytes_ / element, 1);
+  auto start = Clock::now();
+  for (size_t offset = 0; offset < count; offset += chunk) {
+    size_t n = std::min(chunk, count - offset);
+    comm_->allreduce(zeros + offset * element, zeros + offset * element, n, d.dtype,
+                     collectiveOp(d), scaling);
+  }
+  for (Part& p : parts) span(p, "ALLREDUCE", start);
+}
+
+void Executor::deviceAllreduceSingle(DeviceOps& ops, Part& part) {
+  const Response& r = *part.response;
+  const Descriptor& d = r.descriptor();
+  const void* in = nullptr;
+  void* out = nullptr;
+  if (part.local) {
+    try {
+      part.output = deviceOutput(ops, part.local->request, d.shape, true);
+      in = part.local->request.input->data();
+      out = part.output->data();
+    } catch (...) {
+      part.error = std::current_exception();  // takes part with zeros
+    }
+  }
+  StagingContext context{ops, staging_chunk_bytes_, Deadline::after(device_timeout_)};
+  auto start = Clock::now();
+  const Scaling scaling{d.prescale, finalScale(r)};
+  runStagedChunks(context, in, out, static_cast<size_t>(d.numel()), dataTypeSize(d.dtype), true,
+                  [&](unsigned char* host, size_t n) {
+                    comm_->allreduce(host, host, n, d.dtype, collectiveOp(d), scaling);
+                  });
+  span(part, "ALLREDUCE", start);
+}
+
+void Executor::deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts) {
+  const Response& first = *parts[0].response;
+  const Descriptor& d0 = first.descriptor();
+  const size_t element = dataTypeSize(d0.dtype);
+  // Dense, not 256-byte aligned: padding would be staged and reduced as garbage.
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (Part& p : parts) {
+    offsets.push_back(total);
+    total += static_cast<size_t>(p.response->descriptor().numel());
+  }
+  auto* buffer = static_cast<unsigned char*>(ops.deviceBuffer(total * element + 1));
+
+  auto copy_start = Clock::now();
+  std::vector<cuda::CopySegment> pack;
+  std::vector<cuda::CopySegment> unpack;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Part& p = parts[k];
+    const Descriptor& d = p.response->descriptor();
+    const uint64_t count = static_cast<uint64_t>(d.numel());
+    unsigned char* slot = buffer + offsets[k] * element;
+    bool filled = false;
+    if (p.local) {
+      try {
+        p.output = deviceOutput(ops, p.local->request, d.shape, true);
+        pack.push_back({p.local->request.input->data(), slot, count});
+        unpack.push_back({slot, p.output->data(), count});
+        filled = true;
+      } catch (...) {
+        p.error = std::current_exception();
+      }
+    }
+    if (!filled) ops.zeroOnDevice(DeviceOps::Queue::kIn, slot, count * element);
+  }
+  ops.copyOnDevice(DeviceOps::Queue::kIn, pack, {d0.dtype, d0.dtype, d0.prescale});
+  for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
+
+  StagingContext context{ops, staging_chunk_bytes_, Deadline::after(device_timeout_)};
+  auto start = Clock::now();
+  runStagedChunks(context, buffer, buffer, total, element, true,
+                  [&](unsigned char* host, size_t n) {
+                    comm_->allreduce(host, host, n, d0.dtype, collectiveOp(d0), Scaling{});
+                  });
+  for (Part& p : parts) span(p, "ALLREDUCE", start);
+
+  auto out_start = Clock::now();
+  ops.copyOnDevice(DeviceOps::Queue::kOut, unpack, {d0.dtype, d0.dtype, finalScale(first)});
+  for (Part& p : parts) span(p, "MEMCPY_OUT_FUSION_BUFFER", out_start);
+}
+
+void Executor::deviceBroadcast(DeviceOps& ops, Part& part) {
+  const Descriptor& d = part.response->descriptor();
+  const int root = static_cast<int>(d.root);  // an index in the set: the communicator's rank
+  const void* in = nullptr;
+  void* out = nullptr;
+  if (part.local) {
+    try {
+      part.output = deviceOutput(ops, part.local->request, d.shape, true);
+      out = part.output->data();
+      if (comm_->rank() == root) {
+        in = part.local->request.input->data();
+        if (in == out) out = nullptr;  // the root's result is already there
+      }
+    } catch (...) {
+      part.error = std::current_exception();
+    }
+  }
+  StagingContext context{ops, staging_chunk_bytes_, Deadline::after(device_timeout_)};
+  auto start = Clock::now();
+  runStagedChunks(context, in, out, static_cast<size_t>(d.numel()), dataTypeSize(d.dtype), false,
+                  [&](unsigned char* host, size_t n) { comm_->broadcast(host, n, d.dtype, root); });
+  span(part, "BROADCAST", start);
+}
+
+// Runs the host implementation on host stand-ins of this rank's requests: inputs staged into
+// pinned memory, outputs in host tensors, then copied to the device outputs.
+void Executor::deviceThroughHostViews(DeviceOps& ops, uint8_t kind, std::vector<Part>& parts,
+                                      std::vector<int64_t>* result,
+                                      std::vector<std::shared_ptr<Tensor>>& keep_alive) {
+  StagingContext context{ops, staging_chunk_bytes_, Deadline::after(device_timeout_)};
+  size_t in_bytes = 0;
+  for (Part& p : parts) {
+    if (p.local) in_bytes += p.local->request.input->bytes();
+  }
+  unsigned char* pinned = ops.hostBuffer(in_bytes + 1);
+  std::vector<LocalRequest> stand_ins;
+  stand_ins.reserve(parts.size());  // no reallocation: parts point into it
+  std::vector<LocalRequest*> originals;
+  size_t offset = 0;
+  for (Part& p : parts) {
+    originals.push_back(p.local);
+    if (p.local == nullptr) continue;
+    Request& real = p.local->request;
+    LocalRequest& stand_in = stand_ins.emplace_back(*p.local);
+    Request& host = stand_in.request;
+    const size_t bytes = real.input->bytes();
+    stageToHost(context, pinned + offset, real.input->data(), bytes);
+    host.input =
+        std::make_shared<HostView>(pinned + offset, real.input->dtype(), real.input->shape());
+    offset += bytes;
+    if (real.output == real.input) {
+      host.output = host.input;
+    } else if (real.output) {
+      host.output = std::make_shared<HostTensor>(real.output->dtype(), real.output->shape());
+    } else {
+      host.output = nullptr;
+    }
+    host.allocate_output = nullptr;  // the host implementation then makes a host tensor
+    p.local = &stand_in;
+  }
+
+  runKind(kind, parts, result);
+
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Part& p = parts[i];
+    LocalRequest* stand_in = p.local;
+    p.local = originals[i];
+    if (p.local == nullptr || p.error || !p.output) continue;
+    std::shared_ptr<Tensor> host_out = p.output;
+    keep_alive.push_back(host_out);
+    Request& real = p.local->request;
+    try {
+      bool in_place = host_out == stand_in->request.input;
+      // The device tensor that takes the result: the input itself where the host result was
+      // its stand-in, else the request's output or a new one.
+      p.output = in_place ? real.input : deviceOutput(ops, real, host_out->shape(), false);
+      stageToDevice(context, p.output->data(), static_cast<unsigned char*>(host_out->data()),
+                    host_out->bytes());
+    } catch (const Error&) {
+      p.error = std::current_exception();
+      p.output = nullptr;
+    }
+  }
+}
+
+}  // namespace ronde::runtime
