@@ -40,9 +40,10 @@ CommTuning initialTuning(const CommOptions& options, const ShmArena* arena, bool
   t.tcp_chunk_bytes = options.tcp_chunk_bytes;
   t.hierarchical_allreduce = options.hierarchical_allreduce;
   t.hierarchical_chunk_bytes = options.hierarchical_chunk_bytes;
-  // With more local ranks than cores the staged pipeline measured 1.2-1.3x faster (4 ranks
-  // on 2 cores, 256 KiB-16 MiB): its steps let a descheduled rank's share wait, where the
-  // direct path's one long phase per rank serialises the reads behind it.
+  // With more local ranks than cores (4 ranks on 2 cores) the direct path measured within
+  // 15% of staging up to 4 MiB and 1.2x slower at 16 MiB: its one long phase per rank waits
+  // for descheduled peers, where staging's chunks let the others run ahead. The autotuner
+  // may still choose it.
   t.shm_direct_read = own_cores;
   return t;
 }
