@@ -1,6 +1,6 @@
 // The reduction kernels against a plain scalar reference written here, on every instruction
-// set this CPU runs. The reference reduces 16-bit floats in double and rounds by searching the
-// table of representable values, so it shares no conversion code with the library.
+// set this CPU runs. The reference reduces 16-bit floats in double and rounds them with
+// support/half_reference.h, which shares no conversion code with the library.
 #include "common/reduce_kernels.h"
 
 #include <gtest/gtest.h>
@@ -17,148 +17,12 @@
 
 #include "common/half.h"
 #include "ronde/errors.h"
+#include "support/half_reference.h"
 
 namespace ronde {
 namespace {
 
-// ---- Independent 16-bit float reference.
-
-double decodeHalf(uint16_t h) {
-  const double sign = (h & 0x8000) ? -1.0 : 1.0;
-  const int exponent = (h >> 10) & 0x1f;
-  const int mantissa = h & 0x3ff;
-  if (exponent == 0x1f) return mantissa ? std::nan("") : sign * INFINITY;
-  if (exponent == 0) return sign * std::ldexp(mantissa, -24);
-  return sign * std::ldexp(1024 + mantissa, exponent - 25);
-}
-
-double decodeBfloat16(uint16_t b) {
-  const double sign = (b & 0x8000) ? -1.0 : 1.0;
-  const int exponent = (b >> 7) & 0xff;
-  const int mantissa = b & 0x7f;
-  if (exponent == 0xff) return mantissa ? std::nan("") : sign * INFINITY;
-  if (exponent == 0) return sign * std::ldexp(mantissa, -133);
-  return sign * std::ldexp(128 + mantissa, exponent - 134);
-}
-
-// Rounds to nearest even among the positive finite patterns [0, max_finite], which increase
-// with their value; `beyond` is where the next pattern (infinity) would sit.
-uint16_t roundByTable(double value, const std::vector<double>& values, uint16_t max_finite,
-                      double beyond) {
-  const uint16_t infinity = max_finite + 1;
-  const uint16_t sign = std::signbit(value) ? 0x8000 : 0;
-  if (std::isnan(value)) return infinity | 0x40;  // any NaN; callers compare NaN-ness
-  const double magnitude = std::fabs(value);
-  // The largest pattern whose value is <= magnitude.
-  const auto end = values.begin() + max_finite + 1;
-  const uint16_t lo = static_cast<uint16_t>(std::upper_bound(values.begin(), end, magnitude) -
-                                            values.begin() - 1);
-  const double below = values[lo];
-  const double above = lo == max_finite ? beyond : values[lo + 1];
-  uint16_t pick = lo;
-  if (magnitude - below > above - magnitude) pick = lo + 1;
-  if (magnitude - below == above - magnitude && (lo & 1)) pick = lo + 1;
-  return sign | pick;
-}
-
-std::vector<double> tableOf(double (*decode)(uint16_t)) {
-  std::vector<double> values(65536);
-  for (uint32_t i = 0; i < 65536; ++i) values[i] = decode(static_cast<uint16_t>(i));
-  return values;
-}
-
-uint16_t roundHalf(double v) {
-  static const std::vector<double> values = tableOf(decodeHalf);
-  return roundByTable(v, values, 0x7bff, 65536.0);
-}
-
-uint16_t roundBfloat16(double v) {
-  static const std::vector<double> values = tableOf(decodeBfloat16);
-  return roundByTable(v, values, 0x7f7f, std::ldexp(1.0, 128));
-}
-
-bool isHalfNan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff); }
-bool isBfloat16Nan(uint16_t b) { return (b & 0x7f80) == 0x7f80 && (b & 0x7f); }
-
-TEST(HalfTest, EveryHalfDecodesAndRoundTrips) {
-  for (uint32_t bits = 0; bits < 65536; ++bits) {
-    const auto h = static_cast<uint16_t>(bits);
-    const float f = halfToFloat(h);
-    if (isHalfNan(h)) {
-      EXPECT_TRUE(std::isnan(f)) << bits;
-      EXPECT_TRUE(isHalfNan(floatToHalf(f))) << bits;
-      continue;
-    }
-    ASSERT_EQ(static_cast<double>(f), decodeHalf(h)) << bits;
-    ASSERT_EQ(floatToHalf(f), h) << bits;
-  }
-}
-
-TEST(HalfTest, RoundsToNearestEven) {
-  EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToHalf(65519.99f), 0x7bff);
-  EXPECT_EQ(floatToHalf(65520.0f), 0x7c00);   // the tie goes to the even pattern: infinity
-  EXPECT_EQ(floatToHalf(-65520.0f), 0xfc00);
-  EXPECT_EQ(floatToHalf(1e30f), 0x7c00);
-  EXPECT_EQ(floatToHalf(INFINITY), 0x7c00);
-  EXPECT_EQ(floatToHalf(-INFINITY), 0xfc00);
-  EXPECT_EQ(floatToHalf(-0.0f), 0x8000);
-  EXPECT_EQ(floatToHalf(0x1p-24f), 0x0001);          // smallest subnormal
-  EXPECT_EQ(floatToHalf(0x1p-25f), 0x0000);          // tie between 0 and 1: even
-  EXPECT_EQ(floatToHalf(0x1.8p-25f), 0x0001);
-  EXPECT_EQ(floatToHalf(0x1.8p-24f), 0x0002);        // tie between 1 and 2: even
-  EXPECT_EQ(floatToHalf(0x1.ff8p-15f), 0x03ff);      // largest subnormal
-  EXPECT_EQ(floatToHalf(0x1.ffcp-15f), 0x0400);      // tie: up into the smallest normal
-  EXPECT_EQ(floatToHalf(1.0f + 0x1p-11f), 0x3c00);   // tie: even mantissa 0
-  EXPECT_EQ(floatToHalf(1.0f + 0x1.8p-10f), 0x3c02); // tie: even mantissa 2
-  EXPECT_EQ(floatToHalf(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
-  EXPECT_TRUE(isHalfNan(floatToHalf(std::numeric_limits<float>::quiet_NaN())));
-  EXPECT_TRUE(isHalfNan(floatToHalf(bitsToFloat(0x7f800001u))));  // NaN whose payload is low
-  EXPECT_TRUE(isHalfNan(floatToHalf(bitsToFloat(0xff800001u))));
-}
-
-TEST(HalfTest, RandomFloatsMatchTheReference) {
-  std::mt19937 rng(7);
-  for (int i = 0; i < 300000; ++i) {
-    // Exponents around the half range, so overflow, subnormals and underflow all occur.
-    const uint32_t bits = (rng() & 0x807fffffu) | ((96u + rng() % 50) << 23);
-    const float f = bitsToFloat(bits);
-    ASSERT_EQ(floatToHalf(f), roundHalf(f)) << std::hex << bits;
-  }
-}
-
-TEST(Bfloat16Test, EveryValueDecodesAndRoundTrips) {
-  for (uint32_t bits = 0; bits < 65536; ++bits) {
-    const auto b = static_cast<uint16_t>(bits);
-    const float f = bfloat16ToFloat(b);
-    if (isBfloat16Nan(b)) {
-      EXPECT_TRUE(std::isnan(f));
-      EXPECT_TRUE(isBfloat16Nan(floatToBfloat16(f))) << bits;
-      continue;
-    }
-    ASSERT_EQ(static_cast<double>(f), decodeBfloat16(b)) << bits;
-    ASSERT_EQ(floatToBfloat16(f), b) << bits;
-  }
-}
-
-TEST(Bfloat16Test, RoundsToNearestEven) {
-  EXPECT_EQ(floatToBfloat16(bitsToFloat(0x3f808000u)), 0x3f80);  // tie: even
-  EXPECT_EQ(floatToBfloat16(bitsToFloat(0x3f818000u)), 0x3f82);  // tie: even
-  EXPECT_EQ(floatToBfloat16(bitsToFloat(0x3f808001u)), 0x3f81);
-  EXPECT_EQ(floatToBfloat16(bitsToFloat(0x7f7f8000u)), 0x7f80);  // overflows to infinity
-  EXPECT_EQ(floatToBfloat16(bitsToFloat(0x00008000u)), 0x0000);  // subnormal tie: even
-  EXPECT_EQ(floatToBfloat16(bitsToFloat(0x00018000u)), 0x0002);
-  EXPECT_EQ(floatToBfloat16(-INFINITY), 0xff80);
-  EXPECT_TRUE(isBfloat16Nan(floatToBfloat16(bitsToFloat(0x7f800001u))));
-  EXPECT_TRUE(isBfloat16Nan(floatToBfloat16(bitsToFloat(0xffffffffu))));
-  std::mt19937 rng(11);
-  for (int i = 0; i < 300000; ++i) {
-    const uint32_t bits = rng();
-    if ((bits & 0x7f800000u) == 0x7f800000u) continue;
-    ASSERT_EQ(floatToBfloat16(bitsToFloat(bits)), roundBfloat16(bitsToFloat(bits)))
-        << std::hex << bits;
-  }
-}
+using namespace ronde::testing;
 
 // ---- Reference reductions.
 
