@@ -19,6 +19,7 @@
 #include "elastic_bindings.h"
 #include "error_mapping.h"
 #include "handle_table.h"
+#include "py_convert.h"
 #include "py_request.h"
 #include "py_tensor.h"
 #include "store_bindings.h"
@@ -71,24 +72,6 @@ RuntimeSlot& slot() {
 // The in-place allreduce of every gradient hook, without building the Python objects of a
 // TensorRef and a Request per call: the arguments are read straight from their Python
 // objects (each checked), which is most of what a call costs.
-int64_t toInt64(py::handle value, const char* what) {
-  long long v = PyLong_AsLongLong(value.ptr());
-  if (v == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be an integer");
-  }
-  return v;
-}
-
-double toDouble(py::handle value, const char* what) {
-  double v = PyFloat_AsDouble(value.ptr());
-  if (v == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be a number");
-  }
-  return v;
-}
-
 std::vector<int64_t> toShape(py::handle shape) {
   if (!PyTuple_Check(shape.ptr())) return shape.cast<std::vector<int64_t>>();  // any sequence
   const Py_ssize_t n = PyTuple_GET_SIZE(shape.ptr());

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "py_convert.h"
 #include "py_tensor.h"
 #include "ronde/errors.h"
 
@@ -22,25 +23,6 @@ struct Entry {
 py::object checked(PyObject* result) {
   if (result == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(result);
-}
-
-// Bad arguments raise InvalidArgumentError (a ValueError), as the general path's did.
-int64_t toInt64(PyObject* value, const char* what) {
-  long long v = PyLong_AsLongLong(value);
-  if (v == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be an integer");
-  }
-  return v;
-}
-
-double toDouble(py::handle value, const char* what) {
-  double v = PyFloat_AsDouble(value.ptr());
-  if (v == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be a number");
-  }
-  return v;
 }
 
 class HandleTable {

@@ -23,17 +23,6 @@ namespace {
 
 using Clock = Timeline::Clock;
 
-ReduceOp collectiveOp(const Descriptor& d) {
-  return d.op == ReduceOp::kAverage ? ReduceOp::kSum : d.op;
-}
-
-double finalScale(const Response& r) {
-  const Descriptor& d = r.descriptor();
-  double scale = d.postscale;
-  if (d.op == ReduceOp::kAverage) scale /= static_cast<double>(r.members.size());
-  return scale;
-}
-
 // A host tensor over memory it does not own (the pinned staging buffer).
 class HostView final : public Tensor {
  public:

@@ -16,17 +16,6 @@ void copyBytes(void* dst, const void* src, size_t n) {
   if (n > 0) std::memcpy(dst, src, n);
 }
 
-ReduceOp collectiveOp(const Descriptor& d) {
-  return d.op == ReduceOp::kAverage ? ReduceOp::kSum : d.op;
-}
-
-double finalScale(const Response& r) {
-  const Descriptor& d = r.descriptor();
-  double scale = d.postscale;
-  if (d.op == ReduceOp::kAverage) scale /= static_cast<double>(r.members.size());
-  return scale;
-}
-
 int64_t firstDim(const Descriptor& d) { return d.shape.empty() ? 1 : d.shape[0]; }
 
 std::vector<int64_t> withFirstDim(const Descriptor& d, int64_t rows) {

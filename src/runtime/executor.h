@@ -24,6 +24,21 @@
 
 namespace ronde::runtime {
 
+// The op a response's collective runs: an average is a sum, its division folded into the
+// final scale (finalScale), so that every backend needs only the four reductions.
+inline ReduceOp collectiveOp(const Descriptor& d) {
+  return d.op == ReduceOp::kAverage ? ReduceOp::kSum : d.op;
+}
+
+// What the reduced values are multiplied by last: the postscale, over the members for an
+// average.
+inline double finalScale(const Response& r) {
+  const Descriptor& d = r.descriptor();
+  double scale = d.postscale;
+  if (d.op == ReduceOp::kAverage) scale /= static_cast<double>(r.members.size());
+  return scale;
+}
+
 class Executor {
  public:
   // The request of this rank for a key, or null when it has none (joined, outside the set).

@@ -1,0 +1,34 @@
+// Python numbers to C++ for the bindings that read their arguments straight from Python
+// objects (the hot allreduce paths): bad arguments raise InvalidArgumentError (a ValueError).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+
+#include "ronde/errors.h"
+
+namespace ronde::python {
+
+namespace py = pybind11;
+
+inline int64_t toInt64(py::handle value, const char* what) {
+  long long v = PyLong_AsLongLong(value.ptr());
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be an integer");
+  }
+  return v;
+}
+
+inline double toDouble(py::handle value, const char* what) {
+  double v = PyFloat_AsDouble(value.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be a number");
+  }
+  return v;
+}
+
+}  // namespace ronde::python
