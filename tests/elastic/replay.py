@@ -35,6 +35,23 @@ def world_schedule(worlds):
     return schedule
 
 
+def synced_schedule(synced):
+    """[(size, step)] of the worlds from the example's "elastic: synced" lines (field dicts):
+    ordered by the worker's own clock, consecutive lines of one (size, step) are one world.
+    Merging two worlds that share both is harmless: the first took no step."""
+    schedule = []
+    for f in sorted(synced, key=lambda f: float(f["t"])):
+        world = (int(f["size"]), int(f["step"]))
+        if not schedule or schedule[-1] != world:
+            schedule.append(world)
+    return world_schedule(dict(enumerate(schedule)))
+
+
+def parameter_digest(state_dict):
+    """The example's "done ... digest=": the sum of every parameter, in double."""
+    return sum(value.double().sum().item() for value in state_dict.values())
+
+
 def _shares(remaining, epoch, size):
     """Each rank's samples, in order: one permutation of `remaining` seeded by the epoch,
     padded with its own head to a multiple of `size`, dealt out round-robin."""

@@ -6,9 +6,12 @@ import re
 import signal
 
 from elastic_job import ElasticJob, HostsFile
+from replay import Replay, parameter_digest, synced_schedule
 
 HOSTS = ["127.0.0.%d:1" % i for i in range(1, 5)]
-FIXED_THREE_WORKER_ACCURACY = 0.9499
+# The digest is a sum of ~5000 parameters; rounding (the allreduce sums in another order than
+# the replay's one batch) moves it by ~1e-5, a world of another size or a lost commit by 2-8.
+DIGEST_TOLERANCE = 1e-3
 
 
 def latest_synced(job, size):
@@ -28,7 +31,11 @@ def synced_after(job, when, size):
     return [(t, f) for t, _, f in job.lines("synced") if t > when and int(f["size"]) == size]
 
 
-def check_done(job, expected_size, survivors):
+def check_done(job, expected_size, survivors, epochs):
+    """Every worker finished with the same parameters, the survivors were not restarted, and
+    the parameters are those of the training replayed in one process (replay.py) over the
+    worlds the job reported: a committed step lost, a sample taken twice or skipped, or a
+    world's learning rate wrong moves the digest far outside rounding."""
     done = [f for _, _, f in job.lines("done")]
     assert len(done) == expected_size, job.output()
     assert all(f["identical"] == "True" for f in done), job.output()
@@ -37,6 +44,14 @@ def check_done(job, expected_size, survivors):
     pids = {int(f["pid"]) for f in done}
     assert survivors <= pids, "a survivor was restarted: %s not in %s\n%s" % (
         survivors, pids, job.output())
+    schedule = synced_schedule([f for _, _, f in job.lines("synced")])
+    assert schedule[-1][0] == expected_size, (schedule, job.output())
+    expected = parameter_digest(Replay(epochs).run(schedule))
+    digest = float(done[0]["digest"])
+    print("schedule %s: digest %.9f, replay %.9f" % (schedule, digest, expected))
+    assert abs(digest - expected) < DIGEST_TOLERANCE, (
+        "parameters differ from the replay of %s: digest %.9f, expected %.9f\n%s"
+        % (schedule, digest, expected, job.output()))
     return done
 
 
@@ -77,13 +92,11 @@ def test_kill_one_of_four_continue_on_three_then_grow_back(tmp_path):
                  "a fourth worker to join")
     assert job.finish(180) == 0, job.output()
     assert "blacklisted for" in job.launcher_text(), job.output()
-    done = check_done(job, 4, survivors)
-    # The same job on a fixed 4 workers reaches 97.49 % (deterministic: same seeds, same
-    # order; bench/elastic_recovery.py measures it), on a fixed 3 workers 94.99 %: 12 epochs
-    # are not converged, so the epochs spent on 3 workers move the result by a few points
-    # (93.3-97.5 % seen). The bar is therefore that of the 3-worker run, less 2 points.
-    accuracy = float(done[0]["accuracy"])
-    assert accuracy >= FIXED_THREE_WORKER_ACCURACY - 0.02, job.output()
+    done = check_done(job, 4, survivors, 12)
+    # Exactness is check_done's replay; this only says the model learned. How far depends on
+    # how many of the 12 (unconverged) epochs ran on 3 workers: 92.8-97.5 % seen, 97.49 % on a
+    # fixed 4.
+    assert float(done[0]["accuracy"]) >= 0.85, job.output()
 
 
 def test_rank_zero_killed_state_comes_from_another_survivor(tmp_path):
@@ -98,7 +111,7 @@ def test_rank_zero_killed_state_comes_from_another_survivor(tmp_path):
     kill_and_check_resume(job, world[0], 2)
     assert set(latest_synced(job, 2).values()) == survivors, job.output()
     assert job.finish(180) == 0, job.output()
-    check_done(job, 2, survivors)
+    check_done(job, 2, survivors, 6)
     # Without --blacklist-cooldown-range the host stays out: nobody replaced rank 0.
     assert "for the rest of the job" in job.launcher_text(), job.output()
 
@@ -119,7 +132,7 @@ def test_new_worker_killed_while_the_world_reforms(tmp_path):
     job.wait_for(lambda: started.search(job.launcher_text()), 30, "the fourth worker to start")
     os.kill(int(started.search(job.launcher_text()).group(1)), signal.SIGKILL)
     assert job.finish(180) == 0, job.output()
-    check_done(job, 3, survivors)
+    check_done(job, 3, survivors, 8)
     assert "worker w3 (rank 3) on host 127.0.0.4 killed by signal 9" in job.launcher_text(), \
         job.output()
 
@@ -137,4 +150,4 @@ def test_kill_on_one_host_over_shared_memory(tmp_path):
     survivors = {pid for rank, pid in world.items() if rank != 2}
     kill_and_check_resume(job, world[2], 3)
     assert job.finish(180) == 0, job.output()
-    check_done(job, 3, survivors)
+    check_done(job, 3, survivors, 6)
