@@ -7,12 +7,13 @@
 # from here. Idempotent; needs PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/pip_requirements.sh
 venv=${RONDE_CUDA_VENV:-.venv-cuda}
 if [ ! -x "$venv/bin/python" ]; then
   echo "setup_cuda_venv: creating $venv with $(command -v python3)" >&2
   python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements/cuda.txt >&2
+pip_requirements "$venv" requirements/cuda.txt >&2
 root=$("$venv/bin/python" - <<'PY'
 import importlib.util, os, sys
 spec = importlib.util.find_spec("nvidia.nccl")

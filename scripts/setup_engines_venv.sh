@@ -6,6 +6,7 @@
 # openjdk-17-jre-headless). Idempotent and incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/pip_requirements.sh
 source scripts/ccache_env.sh
 venv=${RONDE_ENGINES_VENV:-.venv-engines}
 python=${RONDE_ENGINES_PYTHON:-python3.11}
@@ -19,7 +20,7 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "setup_engines_venv: creating $venv with $(command -v "$python")"
   "$python" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install "${pip_quiet[@]}" -r requirements/engines.txt
+pip_requirements "$venv" requirements/engines.txt
 
 wheel=$(ls dist/ronde-*.whl 2>/dev/null | head -1 || true)
 newer=""

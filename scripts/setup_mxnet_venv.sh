@@ -7,6 +7,7 @@
 # libgomp1 libquadmath0 on a bare machine). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/pip_requirements.sh
 source scripts/ccache_env.sh
 venv=${RONDE_MXNET_VENV:-.venv-mxnet}
 pip_quiet=(-q --disable-pip-version-check)
@@ -15,7 +16,7 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "setup_mxnet_venv: creating $venv with $(command -v python3)"
   python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install "${pip_quiet[@]}" -r requirements/mxnet.txt
+pip_requirements "$venv" requirements/mxnet.txt
 
 wheel=$(ls dist/ronde-*.whl 2>/dev/null | head -1 || true)
 if [ -z "$wheel" ]; then

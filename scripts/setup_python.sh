@@ -6,6 +6,7 @@
 # (the CMake tree of the wheel stays in build-wheel/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/pip_requirements.sh
 source scripts/ccache_env.sh
 venv=${RONDE_VENV:-.venv}
 debian_venv=${RONDE_DEBIAN_VENV:-.venv-debian}
@@ -15,7 +16,7 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "setup_python: creating $venv with $(command -v python3)"
   python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install "${pip_quiet[@]}" -r requirements/venv.txt
+pip_requirements "$venv" requirements/venv.txt
 
 echo "setup_python: building the ronde wheel"
 rm -rf dist

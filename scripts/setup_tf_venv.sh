@@ -6,6 +6,7 @@
 # runs setup_python.sh first. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/pip_requirements.sh
 venv=${RONDE_TF_VENV:-.venv-tf}
 pip_quiet=(-q --disable-pip-version-check)
 
@@ -25,7 +26,7 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "setup_tf_venv: creating $venv with $(command -v python3)"
   python3 -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install "${pip_quiet[@]}" -r requirements/tf.txt
+pip_requirements "$venv" requirements/tf.txt
 "$venv/bin/python" -m pip install "${pip_quiet[@]}" --force-reinstall --no-deps "$wheel"
 "$venv/bin/python" - <<'PY'
 import jax, keras, tensorflow as tf, torch

@@ -39,28 +39,47 @@ count_ctest() {
 # Runs a suite script that ends with a line "...tests: N passed, M failed" and adds its counts
 # (a suite that dies before that line counts as one failure).
 suite() {
-  local name=$1 log=$logs/suite.log line; shift
+  local name=$1 log=$logs/suite-$((${#stage_logs[@]} + 1))-$RANDOM.log line; shift
   echo "== $name"
   "$@" 2>&1 | tee "$log"
   line=$(grep -E "tests: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
   if [ -z "$line" ]; then
-    failed=$((failed + 1)); failures+=("$name (no summary)"); return
+    failed=$((failed + 1)); failures+=("$name (no summary)"); stage_logs+=("$name|$log")
+    return
   fi
   local p f
   p=$(sed -E 's/.*tests: ([0-9]+) passed.*/\1/' <<<"$line")
   f=$(sed -E 's/.*, ([0-9]+) failed.*/\1/' <<<"$line")
   passed=$((passed + p)); failed=$((failed + f))
-  [ "$f" -eq 0 ] || failures+=("$name: $f failed")
+  [ "$f" -eq 0 ] || { failures+=("$name: $f failed"); stage_logs+=("$name|$log"); }
 }
 
-# Runs one check that is a whole script; it counts as one test.
+# Runs one check that is a whole script; it counts as one test. Its output is kept, so that
+# the end of the run can show why it failed. Returns the script's status.
 stage() {
-  local name=$1; shift
+  local name=$1 log status; shift
+  log=$logs/stage-$((${#stage_logs[@]} + 1)).log
   echo "== $name"
-  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); failures+=("$name"); fi
+  "$@" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  if [ "$status" -eq 0 ]; then passed=$((passed + 1)); return 0; fi
+  failed=$((failed + 1)); failures+=("$name"); stage_logs+=("$name|$log")
+  return "$status"
+}
+
+# The last lines of every failed stage (pip's index warnings left out), just before the
+# summary, where a CI report that keeps only a run's end still shows them.
+show_failed_stages() {
+  local entry
+  for entry in "${stage_logs[@]}"; do
+    echo "---- why \"${entry%%|*}\" failed (its last lines):"
+    grep -v "^WARNING: Location" "${entry#*|}" | tail -n 8
+  done
 }
 
 logs=$(mktemp -d /tmp/ronde-test.XXXXXX)
+stage_logs=()
+echo "disk at the start: $(df -h --output=avail . | tail -n 1) free"
 stage "python wheel into both venvs" bash scripts/setup_python.sh
 # NCCL headers and library for the NCCL backend (src/backends/nccl), from PyPI.
 stage "NCCL wheel (.venv-cuda)" bash scripts/setup_cuda_venv.sh
@@ -91,6 +110,8 @@ for script in scripts/sanitizers.sh scripts/fuzz.sh; do
   [ -f "$script" ] && stage "$script" bash "$script"
 done
 
+echo "disk at the end: $(df -h --output=avail . | tail -n 1) free"
+show_failed_stages
 rm -rf "$logs"
 for failure in "${failures[@]}"; do echo "FAILED: $failure"; done
 echo "tests: $passed passed, $failed failed"
