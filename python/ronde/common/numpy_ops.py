@@ -14,19 +14,8 @@ import numpy as np
 
 from ronde import _core
 from ronde.common.process_sets import global_process_set
-
-# Reduction ops, as Horovod numbers them.
-Average = 0
-Sum = 1
-Adasum = 2
-Min = 3
-Max = 4
-Product = 5
-
-# ronde::ReduceOp
-_CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core.ReduceOp.MIN,
-             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT,
-             Adasum: _core.ReduceOp.ADASUM}
+from ronde.common.reduce_ops import (CORE_OPS as _CORE_OPS, DTYPE_CODES, Adasum, Average,  # noqa: F401
+                                     Max, Min, Product, Sum)
 
 # ronde::RequestKind
 ALLREDUCE = _core.RequestKind.ALLREDUCE
@@ -38,18 +27,7 @@ BARRIER = _core.RequestKind.BARRIER
 JOIN = _core.RequestKind.JOIN
 
 # ronde::DataType by numpy dtype name (bfloat16 is ml_dtypes' type, as TensorFlow hands it).
-_DTYPES = {
-    "uint8": 0,
-    "int8": 1,
-    "int16": 2,
-    "int32": 3,
-    "int64": 4,
-    "float16": 5,
-    "bfloat16": 6,
-    "float32": 7,
-    "float64": 8,
-    "bool": 9,
-}
+_DTYPES = DTYPE_CODES
 
 _counters = collections.defaultdict(itertools.count)
 

@@ -12,34 +12,17 @@ import mxnet as mx
 import numpy as np
 
 from ronde import _core
-
-# Reduction ops, as Horovod numbers them.
-Average = 0
-Sum = 1
-Adasum = 2
-Min = 3
-Max = 4
-Product = 5
-_CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core.ReduceOp.MIN,
-             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT,
-             Adasum: _core.ReduceOp.ADASUM}
+# Horovod's op numbers (re-exported), ronde's ReduceOp for each, ronde's dtype codes.
+from ronde.common.reduce_ops import CORE_OPS as _CORE_OPS, DTYPE_CODES
+from ronde.common.reduce_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 
 _ALLREDUCE = _core.RequestKind.ALLREDUCE
 _ALLGATHER = _core.RequestKind.ALLGATHER
 _BROADCAST = _core.RequestKind.BROADCAST
 _ALLTOALL = _core.RequestKind.ALLTOALL
 
-_DTYPES = {
-    np.dtype(np.uint8): 0,
-    np.dtype(np.int8): 1,
-    np.dtype(np.int16): 2,
-    np.dtype(np.int32): 3,
-    np.dtype(np.int64): 4,
-    np.dtype(np.float16): 5,
-    np.dtype(np.float32): 7,
-    np.dtype(np.float64): 8,
-    np.dtype(np.bool_): 9,
-}
+# MXNet has no bfloat16 NDArray here: every other ronde dtype, by numpy dtype.
+_DTYPES = {np.dtype(name): code for name, code in DTYPE_CODES.items() if name != "bfloat16"}
 
 RondeError = _core.RondeError
 HorovodInternalError = _core.RondeError

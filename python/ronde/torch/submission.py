@@ -18,18 +18,10 @@ import torch
 from ronde import _core
 from ronde.torch import cuda_streams
 from ronde.torch.process_sets import global_process_set
+# Horovod's op numbers (re-exported), ronde's ReduceOp for each, ronde's dtype codes.
+from ronde.common.reduce_ops import CORE_OPS as _CORE_OPS, DTYPE_CODES
+from ronde.common.reduce_ops import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 
-# Reduction ops, as Horovod numbers them.
-Average = 0
-Sum = 1
-Adasum = 2
-Min = 3
-Max = 4
-Product = 5
-
-_CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core.ReduceOp.MIN,
-             Max: _core.ReduceOp.MAX, Product: _core.ReduceOp.PRODUCT,
-             Adasum: _core.ReduceOp.ADASUM}
 # The same as ints, for the in-place allreduce's one-call path (an enum costs a conversion).
 _CORE_OP_CODES = {op: int(core) for op, core in _CORE_OPS.items()}
 
@@ -48,18 +40,7 @@ _enqueue = _core.enqueue
 _enqueue_allreduce_ = _core.enqueue_allreduce_
 
 # ronde::DataType codes, as TensorRef takes them
-_DTYPES = {
-    torch.uint8: 0,
-    torch.int8: 1,
-    torch.int16: 2,
-    torch.int32: 3,
-    torch.int64: 4,
-    torch.float16: 5,
-    torch.bfloat16: 6,
-    torch.float32: 7,
-    torch.float64: 8,
-    torch.bool: 9,
-}
+_DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items()}
 
 HorovodInternalError = _core.RondeError
 RondeError = _core.RondeError
