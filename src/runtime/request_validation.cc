@@ -22,18 +22,16 @@ bool carriesTensor(RequestKind kind) {
 
 }  // namespace
 
-Descriptor describeRequest(Request& request, const std::vector<int>& members, int rank) {
+Descriptor describeRequest(const Request& request, const std::vector<int>& members, int rank) {
   Descriptor d;
+  d.name = request.name;
   d.process_set = request.process_set;
   d.kind = static_cast<uint8_t>(request.kind);
   if (request.name.empty()) reject(request, "a request needs a name");
   if (indexIn(members, rank) < 0) {
     reject(request, "rank ", rank, " is not a member of process set ", request.process_set);
   }
-  if (!carriesTensor(request.kind)) {
-    d.name = std::move(request.name);
-    return d;
-  }
+  if (!carriesTensor(request.kind)) return d;
 
   if (!request.input) reject(request, "no input tensor");
   d.dtype = request.input->dtype();
@@ -109,7 +107,6 @@ Descriptor describeRequest(Request& request, const std::vector<int>& members, in
              formatShape(d.shape));
     }
   }
-  d.name = std::move(request.name);
   return d;
 }
 
