@@ -10,6 +10,7 @@
 
 #include "runtime/device_host_memory.h"
 #include "runtime/device_staging.h"
+#include "support/slow_device.h"
 
 namespace ronde::testing {
 namespace {
@@ -18,12 +19,6 @@ using runtime::DeviceOps;
 using runtime::HostMemoryDevice;
 using runtime::HostMemoryDeviceOptions;
 using runtime::StagingContext;
-
-HostMemoryDeviceOptions slowCopies() {
-  HostMemoryDeviceOptions options;
-  options.copy_delay = std::chrono::microseconds(300);
-  return options;
-}
 
 Deadline soon() { return Deadline::after(std::chrono::seconds(30)); }
 

@@ -14,6 +14,7 @@
 #include "runtime/device_staging.h"
 #include "runtime/runtime_impl.h"
 #include "support/reference.h"
+#include "support/slow_device.h"
 #include "support/runtime_harness.h"
 #include "support/runtime_harness_require.h"
 
@@ -23,12 +24,6 @@ namespace {
 using runtime::HostDeviceTensor;
 using runtime::HostMemoryDevice;
 using runtime::HostMemoryDeviceOptions;
-
-HostMemoryDeviceOptions slowCopies() {
-  HostMemoryDeviceOptions options;
-  options.copy_delay = std::chrono::microseconds(300);
-  return options;
-}
 
 struct DeviceWorld {
   std::unique_ptr<Runtime> runtime;
