@@ -135,12 +135,17 @@ void ShmArena::checkPeers(const ShmWait& wait, int waiting_for, bool reduced, ui
   if (wait.aborted && wait.aborted->load()) {
     throw makeError(ErrorCode::kAborted, what, " was aborted");
   }
+  auto reached = [&](int i) {
+    return reduced ? state(i).reduced.load(std::memory_order_acquire)
+                   : state(i).arrived.load(std::memory_order_acquire);
+  };
   for (int i = 0; i < local_size_; ++i) {
     // A peer that finished its part of this step and then exited is not a failure: what
-    // it left in shared memory stays readable while this rank maps it.
-    uint64_t reached = reduced ? state(i).reduced.load(std::memory_order_acquire)
-                               : state(i).arrived.load(std::memory_order_acquire);
-    if (i != local_rank_ && reached < step && !shmPeerAlive(state(i).pid.load())) {
+    // it left in shared memory stays readable while this rank maps it. Its counter is read
+    // again once it is known dead, since it may have arrived and exited between the first
+    // read and the liveness check; a dead process cannot move it after that.
+    if (i != local_rank_ && reached(i) < step && !shmPeerAlive(state(i).pid.load()) &&
+        reached(i) < step) {
       throw makeError(ErrorCode::kPeerLost, what, " failed: ", memberName(i),
                       " died (process ", state(i).pid.load(), " is gone)");
     }
