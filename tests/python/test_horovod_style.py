@@ -156,6 +156,28 @@ class HorovodStyleTests(unittest.TestCase):
         hvd.init(process_sets=[pair])
         self.assertEqual(pair.process_set_id, 1)
 
+    def test_init_after_a_peers_shutdown_starts_no_runtime_alone(self):
+        # Rank 0 shuts down first, and the others' runtime stops with it. If their init() then
+        # started the next runtime, their shutdown() below would stop rank 0's next one and
+        # their second init() would wait for a runtime rank 0 never starts.
+        if hvd.size() < 2:
+            self.skipTest("needs two ranks")
+        if hvd.rank() == 0:
+            hvd.shutdown()
+        else:
+            deadline = time.monotonic() + 20.0
+            while hvd.is_initialized():
+                self.assertLess(time.monotonic(), deadline, "rank 0's shutdown did not stop this rank")
+                time.sleep(0.005)
+            hvd.init()
+            self.assertFalse(hvd.is_initialized())
+            with self.assertRaisesRegex(hvd.HorovodInternalError, "shut down by rank 0"):
+                hvd.allreduce(torch.ones(1), name="after.stop")
+        hvd.shutdown()
+        hvd.init()
+        out = wait_for(hvd.allreduce_async(torch.ones(1), op=hvd.Sum, name="after.init"))
+        self.assertEqual(out.item(), float(hvd.size()))
+
     def test_join(self):
         if hvd.rank() == 0:
             last = hvd.join()

@@ -22,15 +22,13 @@ def _reset():
 
 
 def init(comm=None, process_sets=None):
-    """Horovod's `hvd.init`: joins the job started by `ronde run` (or mpirun/srun). Calling it
-    again while initialized is harmless; after shutdown() it starts a fresh runtime.
+    """Horovod's `hvd.init`: joins the job started by `ronde run` (or mpirun/srun). After
+    shutdown() it starts a fresh runtime; otherwise it does nothing, even when the runtime has
+    stopped (see ronde.torch.init: every rank calls shutdown() and then init()).
     `comm` (an MPI communicator) is refused; `process_sets` are registered now (every rank
     must pass the same ones)."""
     if comm is not None and comm != []:
         raise ValueError("ronde: an MPI communicator is not supported in init()")
-    if not _core.is_initialized():
-        _core.shutdown()  # a runtime that stopped by itself (stall shutdown) is replaced
-        _reset()
     _core.init()
     for process_set in process_sets or []:
         if process_set.process_set_id is None:

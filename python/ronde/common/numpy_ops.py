@@ -54,7 +54,9 @@ def request_name(kind, name, process_set=global_process_set):
 
 def check_initialized(what):
     if not _core.is_initialized():
-        raise ValueError("%s: ronde has not been initialized; call hvd.init() first" % what)
+        raise ValueError("%s: ronde is not initialized, or its runtime has stopped; call "
+                         "hvd.init() first, or hvd.shutdown() and hvd.init() on every rank"
+                         % what)
 
 
 def check_op(op, average=None):

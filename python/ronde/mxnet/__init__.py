@@ -27,12 +27,10 @@ is_initialized = _core.is_initialized
 
 
 def init(comm=None):
-    """Joins the job started by `ronde run` (Horovod's hvd.init); harmless when initialized."""
+    """Joins the job started by `ronde run` (Horovod's hvd.init). Does nothing until
+    shutdown(), even when the runtime has stopped (see ronde.torch.init)."""
     if comm is not None and comm != []:
         raise ValueError("ronde.mxnet.init: an MPI communicator is not supported")
-    if not _core.is_initialized():
-        _core.shutdown()
-        _mpi_ops._reset_naming()
     _core.init()
 
 

@@ -44,17 +44,16 @@ def _forget_previous_init():
 
 
 def init(comm=None, process_sets=None):
-    """Joins the job started by `ronde run` (or mpirun/srun). Calling it again while
-    initialized is harmless; after shutdown() it starts a fresh runtime.
+    """Joins the job started by `ronde run` (or mpirun/srun). After shutdown() it starts a
+    fresh runtime; otherwise it does nothing, as in Horovod, even when the runtime has stopped
+    (a peer's shutdown, a stall shutdown, a failure): a rank that started the next runtime on
+    its own would meet peers that have not, so every rank calls shutdown() and then init().
 
     comm: accepted for Horovod compatibility; ronde always uses every rank of the job.
     process_sets: ProcessSets to register now (every rank must pass the same ones).
     """
     if comm is not None and comm != []:
         raise ValueError("ronde.torch.init: an MPI communicator is not supported")
-    if not _core.is_initialized():
-        _core.shutdown()  # a runtime that stopped by itself (stall shutdown) is replaced
-        _forget_previous_init()
     _core.init()
     for process_set in process_sets or []:
         if process_set.process_set_id is None:
