@@ -45,7 +45,9 @@ class Tensor {
   virtual std::vector<int64_t> shape() const = 0;
   virtual Device device() const = 0;
   virtual void* data() = 0;
-  size_t numel() const;
+  // The product of shape(). Virtual so that a tensor that knows it need not build a shape
+  // (shape() returns a new vector): enqueue and the executors ask on every request.
+  virtual size_t numel() const;
   size_t bytes() const;
 };
 
@@ -55,6 +57,7 @@ class HostTensor : public Tensor {
   HostTensor(DataType type, std::vector<int64_t> shape);
   DataType dtype() const override { return type_; }
   std::vector<int64_t> shape() const override { return shape_; }
+  size_t numel() const override { return numel_; }
   Device device() const override { return {}; }
   void* data() override { return storage_.data(); }
   template <typename T>
@@ -63,6 +66,7 @@ class HostTensor : public Tensor {
  private:
   DataType type_;
   std::vector<int64_t> shape_;
+  size_t numel_ = 1;
   std::vector<unsigned char> storage_;
 };
 

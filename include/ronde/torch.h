@@ -30,6 +30,7 @@ class TorchTensor : public ronde::Tensor {
   explicit TorchTensor(torch::Tensor tensor);
   DataType dtype() const override { return type_; }
   std::vector<int64_t> shape() const override;
+  size_t numel() const override { return static_cast<size_t>(tensor_.numel()); }
   Device device() const override;
   void* data() override { return tensor_.data_ptr(); }
   const torch::Tensor& tensor() const { return tensor_; }

@@ -38,11 +38,17 @@ class PyTensor : public Tensor {
   // `owner` is the Python object (a torch.Tensor); the caller holds the GIL.
   PyTensor(py::object owner, uintptr_t address, DataType type, std::vector<int64_t> shape,
            Device device)
-      : owner_(std::move(owner)), address_(address), type_(type), shape_(std::move(shape)),
-        device_(device) {}
+      : owner_(std::move(owner)),
+        address_(address),
+        type_(type),
+        shape_(std::move(shape)),
+        device_(device) {
+    for (int64_t d : shape_) numel_ *= static_cast<size_t>(d);
+  }
 
   DataType dtype() const override { return type_; }
   std::vector<int64_t> shape() const override { return shape_; }
+  size_t numel() const override { return numel_; }
   Device device() const override { return device_; }
   void* data() override { return reinterpret_cast<void*>(address_); }
 
@@ -54,6 +60,7 @@ class PyTensor : public Tensor {
   uintptr_t address_;
   DataType type_;
   std::vector<int64_t> shape_;
+  size_t numel_ = 1;
   Device device_;
 };
 

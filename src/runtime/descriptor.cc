@@ -184,11 +184,15 @@ std::string formatShape(const std::vector<int64_t>& shape) {
 }
 
 std::string tensorName(const std::string& name, uint8_t kind) {
-  const std::string prefix = std::string(kindName(kind)) + ".";
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return name;
-  std::string rest = name.substr(prefix.size());
-  if (rest.rfind("noname.", 0) == 0) return name;
-  return rest;
+  // Views, not strings: every enqueue asks, and only the answer may need an allocation.
+  const std::string_view kind_name = kindName(kind);
+  const std::string_view whole = name;
+  if (whole.size() <= kind_name.size() + 1 || !whole.starts_with(kind_name) ||
+      whole[kind_name.size()] != '.')
+    return name;
+  const std::string_view rest = whole.substr(kind_name.size() + 1);
+  if (rest.starts_with("noname.")) return name;
+  return std::string(rest);
 }
 
 namespace {

@@ -41,8 +41,9 @@ class HostView final : public Tensor {
 
 // The device tensor a result goes to: the request's output, else the allocator's, else (when
 // allowed) the input, else a new tensor on the input's device. Checks device, dtype and size.
-std::shared_ptr<Tensor> deviceOutput(DeviceOps& ops, Request& request,
+std::shared_ptr<Tensor> deviceOutput(DeviceOps& ops, LocalRequest& local,
                                      const std::vector<int64_t>& shape, bool in_place_default) {
+  Request& request = local.request;
   std::shared_ptr<Tensor> out = request.output;
   if (!out && request.allocate_output) out = request.allocate_output(shape);
   if (!out && in_place_default) out = request.input;
@@ -50,13 +51,13 @@ std::shared_ptr<Tensor> deviceOutput(DeviceOps& ops, Request& request,
   size_t expected = 1;
   for (int64_t d : shape) expected *= static_cast<size_t>(d);
   if (out->dtype() != request.input->dtype() || out->numel() != expected) {
-    throw makeError(ErrorCode::kInvalidArgument, "tensor '", request.name, "': the output is ",
-                    dataTypeName(out->dtype()), " ", formatShape(out->shape()), ", expected ",
-                    dataTypeName(request.input->dtype()), " ", formatShape(shape));
+    throw makeError(ErrorCode::kInvalidArgument, "tensor '", local.descriptor.name,
+                    "': the output is ", dataTypeName(out->dtype()), " ", formatShape(out->shape()),
+                    ", expected ", dataTypeName(request.input->dtype()), " ", formatShape(shape));
   }
   if (!(out->device() == request.input->device())) {
     throw makeError(
-        ErrorCode::kInvalidArgument, "tensor '", request.name,
+        ErrorCode::kInvalidArgument, "tensor '", local.descriptor.name,
         "': the output is not on the input's device (cuda:", request.input->device().index, ")");
   }
   return out;
@@ -76,7 +77,7 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
     if (!device) device = mine;
     if (!(mine == *device)) {
       p.error = std::make_exception_ptr(makeError(
-          ErrorCode::kInvalidArgument, "tensor '", p.local->request.name,
+          ErrorCode::kInvalidArgument, "tensor '", p.local->descriptor.name,
           "' is on cuda:", mine.index, " but is fused with tensors on cuda:", device->index,
           ": one process's CUDA tensors must be on one device"));
       p.local = nullptr;
@@ -167,7 +168,7 @@ void Executor::deviceAllreduceSingle(DeviceOps& ops, Part& part) {
   void* out = nullptr;
   if (part.local) {
     try {
-      part.output = deviceOutput(ops, part.local->request, d.shape, true);
+      part.output = deviceOutput(ops, *part.local, d.shape, true);
       in = part.local->request.input->data();
       out = part.output->data();
     } catch (...) {
@@ -208,7 +209,7 @@ void Executor::deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts) {
     bool filled = false;
     if (p.local) {
       try {
-        p.output = deviceOutput(ops, p.local->request, d.shape, true);
+        p.output = deviceOutput(ops, *p.local, d.shape, true);
         pack.push_back({p.local->request.input->data(), slot, count});
         unpack.push_back({slot, p.output->data(), count});
         filled = true;
@@ -241,7 +242,7 @@ void Executor::deviceBroadcast(DeviceOps& ops, Part& part) {
   void* out = nullptr;
   if (part.local) {
     try {
-      part.output = deviceOutput(ops, part.local->request, d.shape, true);
+      part.output = deviceOutput(ops, *part.local, d.shape, true);
       out = part.output->data();
       if (comm_->rank() == root) {
         in = part.local->request.input->data();
@@ -309,7 +310,7 @@ void Executor::deviceThroughHostViews(DeviceOps& ops, uint8_t kind, std::vector<
       bool in_place = host_out == stand_in->request.input;
       // The device tensor that takes the result: the input itself where the host result was
       // its stand-in, else the request's output or a new one.
-      p.output = in_place ? real.input : deviceOutput(ops, real, host_out->shape(), false);
+      p.output = in_place ? real.input : deviceOutput(ops, *p.local, host_out->shape(), false);
       stageToDevice(context, p.output->data(), static_cast<unsigned char*>(host_out->data()),
                     host_out->bytes());
     } catch (const Error&) {

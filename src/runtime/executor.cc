@@ -27,8 +27,9 @@ std::vector<int64_t> withFirstDim(const Descriptor& d, int64_t rows) {
 
 // Where the result goes: the request's output, else the allocator's, else (when allowed) the
 // input itself, else a new host tensor. Checks dtype and size.
-std::shared_ptr<Tensor> resolveOutput(Request& request, const std::vector<int64_t>& shape,
+std::shared_ptr<Tensor> resolveOutput(LocalRequest& local, const std::vector<int64_t>& shape,
                                       bool in_place_default) {
+  Request& request = local.request;
   std::shared_ptr<Tensor> out = request.output;
   if (!out && request.allocate_output) out = request.allocate_output(shape);
   if (!out && in_place_default) out = request.input;
@@ -36,9 +37,9 @@ std::shared_ptr<Tensor> resolveOutput(Request& request, const std::vector<int64_
   size_t expected = 1;
   for (int64_t d : shape) expected *= static_cast<size_t>(d);
   if (out->dtype() != request.input->dtype() || out->numel() != expected) {
-    throw makeError(ErrorCode::kInvalidArgument, "tensor '", request.name, "': the output is ",
-                    dataTypeName(out->dtype()), " ", formatShape(out->shape()), ", expected ",
-                    dataTypeName(request.input->dtype()), " ", formatShape(shape));
+    throw makeError(ErrorCode::kInvalidArgument, "tensor '", local.descriptor.name,
+                    "': the output is ", dataTypeName(out->dtype()), " ", formatShape(out->shape()),
+                    ", expected ", dataTypeName(request.input->dtype()), " ", formatShape(shape));
   }
   return out;
 }
@@ -147,7 +148,7 @@ void Executor::allreduceSingle(Part& part) {
   void* buffer = nullptr;
   if (part.local) {
     try {
-      part.output = resolveOutput(part.local->request, d.shape, true);
+      part.output = resolveOutput(*part.local, d.shape, true);
       buffer = part.output->data();
       const void* in = part.local->request.input->data();
       if (in != buffer || d.prescale != 1.0) copyScaled(buffer, in, count, d.dtype, d.prescale);
@@ -187,7 +188,7 @@ void Executor::allreduceFused(std::vector<Part>& parts) {
     bool filled = false;
     if (p.local) {
       try {
-        p.output = resolveOutput(p.local->request, d.shape, true);
+        p.output = resolveOutput(*p.local, d.shape, true);
         copyScaled(slot, p.local->request.input->data(), count, d.dtype, d.prescale);
         filled = true;
       } catch (...) {
@@ -241,7 +242,7 @@ void Executor::allgather(Part& part) {
   if (part.local) {
     in = part.local->request.input->data();
     try {
-      part.output = resolveOutput(part.local->request, withFirstDim(d, rows), false);
+      part.output = resolveOutput(*part.local, withFirstDim(d, rows), false);
       out = part.output->data();
     } catch (...) {
       part.error = std::current_exception();
@@ -261,7 +262,7 @@ void Executor::broadcast(Part& part) {
   void* buffer = nullptr;
   if (part.local) {
     try {
-      part.output = resolveOutput(part.local->request, d.shape, true);
+      part.output = resolveOutput(*part.local, d.shape, true);
       buffer = part.output->data();
       const void* in = part.local->request.input->data();
       if (comm_->rank() == root && in != buffer)
@@ -305,7 +306,7 @@ void Executor::alltoall(Part& part, std::vector<int64_t>* received_rows) {
   if (part.local) {
     in = part.local->request.input->data();
     try {
-      part.output = resolveOutput(part.local->request, withFirstDim(d, rows), false);
+      part.output = resolveOutput(*part.local, withFirstDim(d, rows), false);
       out = part.output->data();
     } catch (...) {
       part.error = std::current_exception();
@@ -342,7 +343,7 @@ void Executor::reducescatter(Part& part) {
       in = scaled;
     }
     try {
-      part.output = resolveOutput(part.local->request, withFirstDim(d, my_rows), false);
+      part.output = resolveOutput(*part.local, withFirstDim(d, my_rows), false);
       out = part.output->data();
     } catch (...) {
       part.error = std::current_exception();
@@ -395,7 +396,7 @@ void Executor::allgatherFused(std::vector<Part>& parts) {
         if (dw) rows += firstDim(*dw);
       }
       try {
-        p.output = resolveOutput(p.local->request, withFirstDim(d, rows), false);
+        p.output = resolveOutput(*p.local, withFirstDim(d, rows), false);
       } catch (...) {
         p.error = std::current_exception();
       }
@@ -445,7 +446,7 @@ void Executor::broadcastFused(std::vector<Part>& parts) {
     if (p.local) {
       if (comm_->rank() == root) copyBytes(buffer + offset, p.local->request.input->data(), bytes);
       try {
-        p.output = resolveOutput(p.local->request, d.shape, true);
+        p.output = resolveOutput(*p.local, d.shape, true);
       } catch (...) {
         p.error = std::current_exception();
       }

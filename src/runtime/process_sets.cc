@@ -7,13 +7,13 @@ namespace ronde::runtime {
 ProcessSets::ProcessSets(int world_size) {
   std::vector<int> all(static_cast<size_t>(world_size));
   for (int r = 0; r < world_size; ++r) all[static_cast<size_t>(r)] = r;
-  sets_[0] = std::move(all);
+  sets_[0] = std::make_shared<const std::vector<int>>(std::move(all));
 }
 
-std::optional<std::vector<int>> ProcessSets::ranks(int id) const {
+std::shared_ptr<const std::vector<int>> ProcessSets::ranks(int id) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = sets_.find(id);
-  if (it == sets_.end()) return std::nullopt;
+  if (it == sets_.end()) return nullptr;
   return it->second;
 }
 
@@ -22,7 +22,7 @@ int ProcessSets::add(const std::vector<int>& ranks) {
   std::sort(sorted.begin(), sorted.end());
   std::lock_guard<std::mutex> lock(mutex_);
   int id = next_id_++;
-  sets_[id] = std::move(sorted);
+  sets_[id] = std::make_shared<const std::vector<int>>(std::move(sorted));
   return id;
 }
 

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +16,9 @@ class ProcessSets {
  public:
   explicit ProcessSets(int world_size);
 
-  std::optional<std::vector<int>> ranks(int id) const;
+  // The set's ranks, or null when there is no set `id`. Shared, not copied: every request's
+  // enqueue asks, and a set's ranks never change (remove drops the registry's reference).
+  std::shared_ptr<const std::vector<int>> ranks(int id) const;
   int add(const std::vector<int>& ranks);  // returns the new id
   void remove(int id);
 
@@ -25,8 +27,8 @@ class ProcessSets {
 
  private:
   mutable std::mutex mutex_;
-  std::map<int, std::vector<int>> sets_;  // guarded by mutex_
-  int next_id_ = 1;                       // guarded by mutex_
+  std::map<int, std::shared_ptr<const std::vector<int>>> sets_;  // guarded by mutex_
+  int next_id_ = 1;                                              // guarded by mutex_
 };
 
 // Position of `rank` in `members`, or -1.

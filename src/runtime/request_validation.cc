@@ -22,16 +22,18 @@ bool carriesTensor(RequestKind kind) {
 
 }  // namespace
 
-Descriptor describeRequest(const Request& request, const std::vector<int>& members, int rank) {
+Descriptor describeRequest(Request& request, const std::vector<int>& members, int rank) {
   Descriptor d;
-  d.name = request.name;
   d.process_set = request.process_set;
   d.kind = static_cast<uint8_t>(request.kind);
   if (request.name.empty()) reject(request, "a request needs a name");
   if (indexIn(members, rank) < 0) {
     reject(request, "rank ", rank, " is not a member of process set ", request.process_set);
   }
-  if (!carriesTensor(request.kind)) return d;
+  if (!carriesTensor(request.kind)) {
+    d.name = std::move(request.name);
+    return d;
+  }
 
   if (!request.input) reject(request, "no input tensor");
   d.dtype = request.input->dtype();
@@ -107,6 +109,7 @@ Descriptor describeRequest(const Request& request, const std::vector<int>& membe
              formatShape(d.shape));
     }
   }
+  d.name = std::move(request.name);
   return d;
 }
 

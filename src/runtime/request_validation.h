@@ -8,7 +8,9 @@
 
 namespace ronde::runtime {
 
-// `members`: the world ranks of the request's process set; `rank`: this rank.
-Descriptor describeRequest(const Request& request, const std::vector<int>& members, int rank);
+// `members`: the world ranks of the request's process set; `rank`: this rank. On success the
+// request's name moves into the descriptor (one string per request, not two); the runtime
+// names the request by descriptor.name from then on.
+Descriptor describeRequest(Request& request, const std::vector<int>& members, int rank);
 
 }  // namespace ronde::runtime

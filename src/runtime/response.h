@@ -14,6 +14,14 @@ namespace ronde::runtime {
 
 using RequestKey = std::pair<int32_t, std::string>;  // process set, name
 
+// For the sets that are only asked "is it there" (the runtime's in-flight names).
+struct RequestKeyHash {
+  size_t operator()(const RequestKey& key) const noexcept {
+    return std::hash<std::string>{}(key.second) ^
+           (static_cast<size_t>(key.first) * 0x9e3779b97f4a7c15ULL);
+  }
+};
+
 // The ranks' announcements of one request, indexed by world rank; empty for ranks that did
 // not submit it (non-members of its process set, joined ranks).
 struct Agreement {

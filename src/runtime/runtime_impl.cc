@@ -118,62 +118,85 @@ void RuntimeImpl::throwUnusable() const {
   throw Error(ErrorCode::kAborted, "the runtime was shut down");
 }
 
+LocalRequest RuntimeImpl::prepare(Request request, Clock::time_point now) {
+  if (request.kind == RequestKind::kJoin) {
+    if (request.name.empty()) request.name = "join";
+    if (request.process_set != 0) {
+      throw makeError(ErrorCode::kInvalidArgument, "join '", request.name,
+                      "': join spans all ranks");
+    }
+  }
+  if (request.kind == RequestKind::kBarrier && request.name.empty()) request.name = "barrier";
+  auto members = sets_.ranks(request.process_set);
+  if (!members) {
+    throw makeError(ErrorCode::kInvalidArgument, "request '", request.name, "': process set ",
+                    request.process_set, " does not exist");
+  }
+  Descriptor d = describeRequest(request, *members, rank_);
+  std::shared_ptr<ReadyEvent> ready;
+  if (request.input && request.input->device().kind == Device::Kind::kCuda)
+    ready = devices_.ops(request.input->device()).markReady(request.stream);
+  return LocalRequest{std::move(request), std::move(d), std::make_shared<HandleImpl>(), now, -1,
+                      std::move(ready)};
+}
+
+// The hot path of every gradient hook: one request, no vectors, one lookup of the in-flight
+// set (submitDescribed is the general form, for groups).
 std::shared_ptr<Handle> RuntimeImpl::enqueue(Request request) {
-  std::vector<Request> one;
-  one.push_back(std::move(request));
-  return submit(std::move(one), false)[0];
+  LocalRequest local = prepare(std::move(request), Clock::now());
+  RequestKey key = tensorKey(local.descriptor);
+  std::shared_ptr<HandleImpl> handle = local.handle;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
+  if (in_flight_.count(key)) throwInFlight(local.descriptor, key);
+  in_flight_.insert(std::move(key));
+  incoming_.push_back(std::move(local));
+  wakeLocked(lock);
+  return handle;
 }
 
 std::vector<std::shared_ptr<Handle>> RuntimeImpl::enqueueGroup(std::vector<Request> requests) {
-  return submit(std::move(requests), true);
-}
-
-std::vector<std::shared_ptr<Handle>> RuntimeImpl::submit(std::vector<Request> requests,
-                                                         bool grouped) {
   if (requests.empty()) return {};
   std::vector<LocalRequest> locals;
+  locals.reserve(requests.size());
   auto now = Clock::now();
   const std::string group = requests[0].name;
   const int group_set = requests[0].process_set;
   for (Request& request : requests) {
-    if (request.kind == RequestKind::kJoin) {
-      if (request.name.empty()) request.name = "join";
-      if (request.process_set != 0) {
-        throw makeError(ErrorCode::kInvalidArgument, "join '", request.name,
-                        "': join spans all ranks");
-      }
-      if (grouped) throw makeError(ErrorCode::kInvalidArgument, "join cannot be grouped");
+    if (request.kind == RequestKind::kJoin)
+      throw makeError(ErrorCode::kInvalidArgument, "join cannot be grouped");
+    if (request.process_set != group_set) {
+      throw makeError(ErrorCode::kInvalidArgument, "group '", group,
+                      "': all requests of a group belong to one process set");
     }
-    if (request.kind == RequestKind::kBarrier && request.name.empty()) request.name = "barrier";
-    auto members = sets_.ranks(request.process_set);
-    if (!members) {
-      throw makeError(ErrorCode::kInvalidArgument, "request '", request.name, "': process set ",
-                      request.process_set, " does not exist");
-    }
-    Descriptor d = describeRequest(request, *members, rank_);
-    std::shared_ptr<ReadyEvent> ready;
-    if (request.input && request.input->device().kind == Device::Kind::kCuda)
-      ready = devices_.ops(request.input->device()).markReady(request.stream);
-    if (grouped) {
-      if (request.process_set != group_set) {
-        throw makeError(ErrorCode::kInvalidArgument, "group '", group,
-                        "': all requests of a group belong to one process set");
-      }
-      d.group = group;
-      d.group_size = static_cast<int32_t>(requests.size());
-    }
-    locals.push_back(LocalRequest{std::move(request), std::move(d), std::make_shared<HandleImpl>(),
-                                  now, -1, std::move(ready)});
+    LocalRequest& local = locals.emplace_back(prepare(std::move(request), now));
+    local.descriptor.group = group;
+    local.descriptor.group_size = static_cast<int32_t>(requests.size());
   }
   return submitDescribed(std::move(locals));
+}
+
+void RuntimeImpl::throwInFlight(const Descriptor& d, const RequestKey& key) const {
+  std::string also =
+      key.second == d.name ? "" : " (or its tensor '" + key.second + "' as any kind)";
+  throw makeError(ErrorCode::kInvalidArgument, "a request named '", d.name, "'", also,
+                  key.first ? " in process set " + std::to_string(key.first) : std::string(),
+                  " is already in flight on rank ", rank_);
+}
+
+void RuntimeImpl::wakeLocked(std::unique_lock<std::mutex>& lock) {
+  // Only the first request into a sleeping loop pays for the wake-up.
+  const bool wake = sleeping_;
+  sleeping_ = false;
+  lock.unlock();
+  if (wake) wake_.notify_one();
 }
 
 std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
     std::vector<LocalRequest> locals) {
   std::vector<std::shared_ptr<Handle>> handles;
   handles.reserve(locals.size());
-  // The keys are made before taking the lock, once each; the set of a group's own keys only
-  // when there is a group (a lone request is the hot path of every gradient hook).
+  // The keys are made before taking the lock, once each.
   std::vector<RequestKey> tensor_keys;
   tensor_keys.reserve(locals.size());
   for (const LocalRequest& r : locals) tensor_keys.push_back(tensorKey(r.descriptor));
@@ -181,28 +204,15 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
   for (size_t i = 0; i < locals.size(); ++i) {
-    const LocalRequest& r = locals[i];
     const RequestKey& key = tensor_keys[i];
-    if (in_flight_.count(key) || (locals.size() > 1 && !keys.insert(key).second)) {
-      std::string also = key.second == r.descriptor.name
-                             ? ""
-                             : " (or its tensor '" + key.second + "' as any kind)";
-      throw makeError(ErrorCode::kInvalidArgument, "a request named '", r.descriptor.name, "'",
-                      also,
-                      key.first ? " in process set " + std::to_string(key.first) : std::string(),
-                      " is already in flight on rank ", rank_);
-    }
+    if (in_flight_.count(key) || !keys.insert(key).second) throwInFlight(locals[i].descriptor, key);
   }
   for (size_t i = 0; i < locals.size(); ++i) {
     in_flight_.insert(std::move(tensor_keys[i]));
     handles.push_back(locals[i].handle);
     incoming_.push_back(std::move(locals[i]));
   }
-  // Only the first request into a sleeping loop pays for the wake-up.
-  const bool wake = sleeping_;
-  sleeping_ = false;
-  lock.unlock();
-  if (wake) wake_.notify_one();
+  wakeLocked(lock);
   return handles;
 }
 
@@ -306,12 +316,13 @@ void RuntimeImpl::backgroundLoop() {
 }
 
 void RuntimeImpl::drainIncoming() {
-  std::vector<LocalRequest> fresh;
+  // The two vectors trade places and both keep their capacity, so that callers append
+  // without reallocating once a step's number of requests has been seen.
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    fresh.swap(incoming_);
+    draining_.swap(incoming_);
   }
-  for (LocalRequest& r : fresh) {
+  for (LocalRequest& r : draining_) {
     RequestKey key{r.descriptor.process_set, r.descriptor.name};
     int slot = cache_.find(key);
     if (slot >= 0 && r.descriptor.group.empty() && !table_.announced(r.descriptor) &&
@@ -322,6 +333,7 @@ void RuntimeImpl::drainIncoming() {
     }
     pending_.emplace(key, std::move(r));
   }
+  draining_.clear();
 }
 
 bool RuntimeImpl::runCycle() {
@@ -485,6 +497,11 @@ void RuntimeImpl::failEverything(std::exception_ptr error) {
     incoming_.clear();
     in_flight_.clear();
   }
+  // A drain that threw leaves its rest in draining_ (the moved-on entries have no handle).
+  for (LocalRequest& r : draining_) {
+    if (r.handle) victims.push_back(r.handle);
+  }
+  draining_.clear();
   for (auto& [key, r] : pending_) victims.push_back(r.handle);
   pending_.clear();
   to_announce_.clear();

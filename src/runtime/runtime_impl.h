@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "ronde/runtime.h"
@@ -73,8 +74,12 @@ class RuntimeImpl final : public Runtime {
   // Each rank's flags byte in the announcements (exchangeAnnouncements).
   static constexpr uint8_t kStopFlag = 1;       // the rank asked the runtime to shut down
   static constexpr uint8_t kStallStopFlag = 2;  // rank 0's stall inspector shuts the runtime down
-  std::vector<std::shared_ptr<Handle>> submit(std::vector<Request> requests, bool grouped);
+  // The request checked and described on the caller's thread, with its handle (and the ready
+  // event of a CUDA input); throws Error(kInvalidArgument) for a bad one.
+  LocalRequest prepare(Request request, std::chrono::steady_clock::time_point now);
   std::vector<std::shared_ptr<Handle>> submitDescribed(std::vector<LocalRequest> requests);
+  [[noreturn]] void throwInFlight(const Descriptor& d, const RequestKey& key) const;
+  void wakeLocked(std::unique_lock<std::mutex>& lock);  // unlocks
   std::vector<int64_t> runInternal(Descriptor descriptor);
   void backgroundLoop();
   bool runCycle();  // false once the runtime stops
@@ -111,7 +116,8 @@ class RuntimeImpl final : public Runtime {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<LocalRequest> incoming_;  // guarded by mutex_
-  std::set<RequestKey> in_flight_;      // guarded by mutex_; (process set, tensorName())
+  // Guarded by mutex_; (process set, tensorName()). Hashed: every enqueue looks its name up.
+  std::unordered_set<RequestKey, RequestKeyHash> in_flight_;
   bool stop_requested_ = false;         // guarded by mutex_
   bool sleeping_ = false;               // guarded by mutex_: the loop waits for work
   bool stopped_ = false;                // guarded by mutex_: the background thread ended
@@ -132,6 +138,7 @@ class RuntimeImpl final : public Runtime {
   std::unique_ptr<Timeline> timeline_next_;  // guarded by timeline_mutex_; null: stop
 
   // Background thread only.
+  std::vector<LocalRequest> draining_;  // what drainIncoming took from incoming_; kept empty
   std::map<RequestKey, LocalRequest> pending_;
   std::vector<RequestKey> to_announce_;
   NegotiationTable table_;

@@ -14,8 +14,9 @@ HostTensor::HostTensor(DataType type, std::vector<int64_t> shape)
     : type_(type), shape_(std::move(shape)) {
   for (int64_t d : shape_) {
     if (d < 0) throw makeError(ErrorCode::kInvalidArgument, "negative dimension in a tensor shape");
+    numel_ *= static_cast<size_t>(d);
   }
-  storage_.resize(numel() * dataTypeSize(type_));
+  storage_.resize(numel_ * dataTypeSize(type_));
 }
 
 }  // namespace ronde
