@@ -54,12 +54,15 @@ void registerErrors(pybind11::module_& module) {
     try {
       if (error) std::rethrow_exception(error);
     } catch (const Error& e) {
-      int index = static_cast<int>(e.code());
-      PyObject* cls = index >= 0 && index < kNumCodes && classes[index] ? classes[index]
-                                                                         : base_class;
-      PyErr_SetString(cls, e.what());
+      setPythonError(e);
     }
   });
+}
+
+void setPythonError(const Error& error) {
+  int index = static_cast<int>(error.code());
+  PyObject* cls = index >= 0 && index < kNumCodes && classes[index] ? classes[index] : base_class;
+  PyErr_SetString(cls, error.what());
 }
 
 }  // namespace ronde::python

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "error_mapping.h"
 #include "py_convert.h"
 #include "py_tensor.h"
 #include "ronde/errors.h"
@@ -104,12 +105,11 @@ class HandleTable {
     request.output = std::move(view);
 
     releaseDeferredObjects();
-    std::shared_ptr<Runtime> runtime = runtime_();
     Entry entry;
-    {
-      py::gil_scoped_release release;
-      entry.core = runtime->enqueue(std::move(request));
-    }
+    // With the GIL held, as releasing and retaking it costs more than the enqueue: enqueue
+    // takes only the runtime's short hand-over locks, and the runtime's thread never waits
+    // for the GIL while it holds one of them (py_request.cc's allocator holds none).
+    entry.core = runtime_()->enqueue(std::move(request));
     entry.finish = py::none();
     entry.value = py::reinterpret_borrow<py::object>(tensor);
     return py::int_(insert(std::move(entry)));
@@ -184,27 +184,134 @@ class HandleTable {
   py::str allreduce_{"allreduce"};
 };
 
+// The table as a plain CPython object rather than a pybind11 class: allreduce_ and
+// synchronize run once per gradient, and pybind11's dispatcher (its argument vectors, the
+// type lookup of `self`) cost more than their bodies (callgrind: about 1,400 instructions per
+// call). `self` is this struct; the methods take their arguments straight from the vector.
+struct TableObject {
+  PyObject ob_base;    // PyObject_HEAD, spelled out (the macro defeats the formatter)
+  HandleTable* table;  // owned; null only if construction failed
+};
+
+HandleTable& tableOf(PyObject* self) {
+  HandleTable* table = reinterpret_cast<TableObject*>(self)->table;
+  if (table == nullptr) throw py::type_error("HandleTable: not constructed");
+  return *table;
+}
+
+// Runs `body` and turns what it throws into the pending Python error, as pybind11 would.
+template <typename Body>
+PyObject* guarded(Body&& body) noexcept {
+  try {
+    return body().release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const Error& e) {
+    setPythonError(e);
+  } catch (const py::builtin_exception& e) {
+    e.set_error();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+void checkArguments(const char* method, Py_ssize_t given, Py_ssize_t least, Py_ssize_t most) {
+  if (given >= least && given <= most) return;
+  throw py::type_error(std::string("HandleTable.") + method + "() takes " +
+                       (least == most ? std::to_string(least)
+                                      : std::to_string(least) + " to " + std::to_string(most)) +
+                       " arguments (" + std::to_string(given) + " given)");
+}
+
+PyObject* tableAdd(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  return guarded([&] {
+    checkArguments("add", n, 2, 3);
+    return py::int_(tableOf(self).add(
+        py::reinterpret_borrow<py::object>(args[0]), py::reinterpret_borrow<py::object>(args[1]),
+        n > 2 ? py::reinterpret_borrow<py::object>(args[2]) : py::object(py::none())));
+  });
+}
+
+PyObject* tableAllreduce(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  return guarded([&] {
+    checkArguments("allreduce_", n, 6, 6);
+    return tableOf(self).allreduceInPlace(args[0], args[1], args[2], args[3], args[4], args[5]);
+  });
+}
+
+PyObject* tablePoll(PyObject* self, PyObject* handle) {
+  return guarded([&] { return py::bool_(tableOf(self).poll(handle)); });
+}
+
+PyObject* tableSynchronize(PyObject* self, PyObject* handle) {
+  return guarded([&] { return tableOf(self).synchronize(handle); });
+}
+
+PyObject* tableClear(PyObject* self, PyObject*) {
+  return guarded([&] {
+    tableOf(self).clear();
+    return py::object(py::none());
+  });
+}
+
+Py_ssize_t tableLength(PyObject* self) {
+  HandleTable* table = reinterpret_cast<TableObject*>(self)->table;
+  return table ? static_cast<Py_ssize_t>(table->size()) : 0;
+}
+
+void tableDealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  delete reinterpret_cast<TableObject*>(self)->table;
+  type->tp_free(self);
+  Py_DECREF(type);  // instances of a heap type hold a reference to it
+}
+
+PyMethodDef table_methods[] = {
+    {"add", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(tableAdd)), METH_FASTCALL,
+     "add(core, finish, value=None) -> handle: `core` is a ronde._core.Handle or anything with "
+     "poll() and wait(); synchronize returns finish(core), or `value` when finish is None"},
+    {"allreduce_", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(tableAllreduce)),
+     METH_FASTCALL,
+     "allreduce_(tensor, name, op, prescale, postscale, process_set) -> handle, or None for a "
+     "non-contiguous or CUDA tensor (op: the int value of a ReduceOp)"},
+    {"poll", tablePoll, METH_O, "poll(handle) -> True once done; never blocks"},
+    {"synchronize", tableSynchronize, METH_O,
+     "synchronize(handle) -> the result; None for an unknown handle"},
+    {"clear", tableClear, METH_NOARGS, "forgets every handle"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyType_Slot table_slots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(tableDealloc)},
+    {Py_tp_methods, table_methods},
+    {Py_mp_length, reinterpret_cast<void*>(tableLength)},
+    {Py_tp_doc, const_cast<char*>("Integer handles for async requests, and the in-place "
+                                  "allreduce of a torch tensor in one call.")},
+    {0, nullptr}};
+
+PyType_Spec table_spec = {"ronde._core.HandleTable", sizeof(TableObject), 0,
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, table_slots};
+
 }  // namespace
 
 void registerHandleTable(py::module_& m, std::shared_ptr<Runtime> (*runtime)()) {
-  py::class_<HandleTable>(m, "HandleTable",
-                          "Integer handles for async requests, and the in-place allreduce of a "
-                          "torch tensor in one call.")
-      .def(py::init([runtime](py::dict dtype_codes, py::object namer) {
-             return HandleTable(std::move(dtype_codes), std::move(namer), runtime);
-           }),
-           py::arg("dtype_codes"), py::arg("namer"),
-           "dtype_codes: {torch dtype: DataType code}; namer(kind, name, process_set) -> the "
-           "full request name, for names that are not a str (None: numbered)")
-      .def("add", &HandleTable::add, py::arg("core"), py::arg("finish"),
-           py::arg("value") = py::none())
-      .def("allreduce_", &HandleTable::allreduceInPlace,
-           "allreduce_(tensor, name, op, prescale, postscale, process_set) -> handle, or None "
-           "for a non-contiguous tensor (op: the int value of a ReduceOp)")
-      .def("poll", &HandleTable::poll)
-      .def("synchronize", &HandleTable::synchronize)
-      .def("clear", &HandleTable::clear)
-      .def("__len__", &HandleTable::size);
+  py::object type = py::reinterpret_steal<py::object>(PyType_FromSpec(&table_spec));
+  if (!type) throw py::error_already_set();
+  m.attr("_HandleTableType") = type;
+  // Made through this factory, which hands the table the module's runtime.
+  m.def(
+      "HandleTable",
+      [type, runtime](py::dict dtype_codes, py::object namer) {
+        auto* cls = reinterpret_cast<PyTypeObject*>(type.ptr());
+        py::object made = py::reinterpret_steal<py::object>(cls->tp_alloc(cls, 0));
+        if (!made) throw py::error_already_set();
+        reinterpret_cast<TableObject*>(made.ptr())->table =
+            new HandleTable(std::move(dtype_codes), std::move(namer), runtime);
+        return made;
+      },
+      py::arg("dtype_codes"), py::arg("namer"),
+      "A new handle table. dtype_codes: {torch dtype: DataType code}; namer(kind, name, "
+      "process_set) -> the full request name, for names that are not a str (None: numbered)");
 }
 
 }  // namespace ronde::python
