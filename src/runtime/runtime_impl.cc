@@ -331,7 +331,7 @@ void RuntimeImpl::drainIncoming() {
     } else {
       to_announce_.push_back(key);
     }
-    pending_.emplace(key, std::move(r));
+    pending_.emplace(std::move(key), std::move(r));
   }
   draining_.clear();
 }

@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -139,7 +140,9 @@ class RuntimeImpl final : public Runtime {
 
   // Background thread only.
   std::vector<LocalRequest> draining_;  // what drainIncoming took from incoming_; kept empty
-  std::map<RequestKey, LocalRequest> pending_;
+  // Hashed, as every request is looked up here several times a cycle. Nothing depends on its
+  // order: what is announced is ordered by the gathered messages, the same on every rank.
+  std::unordered_map<RequestKey, LocalRequest, RequestKeyHash> pending_;
   std::vector<RequestKey> to_announce_;
   NegotiationTable table_;
   ResponseCache cache_;
