@@ -14,7 +14,7 @@ namespace ronde::runtime {
 
 using RequestKey = std::pair<int32_t, std::string>;  // process set, name
 
-// For the sets that are only asked "is it there" (the runtime's in-flight names).
+// For the hashed containers keyed by request: the runtime's in-flight names and pending requests.
 struct RequestKeyHash {
   size_t operator()(const RequestKey& key) const noexcept {
     return std::hash<std::string>{}(key.second) ^
