@@ -198,3 +198,34 @@ def test_a_failed_request_raises_from_synchronize_and_leaves_no_handle():
         hvd.synchronize(handle)
     with pytest.raises(ValueError, match="unknown handle"):
         hvd.poll(handle)
+
+
+def test_the_table_is_made_by_its_factory_and_checks_its_arguments():
+    # A plain CPython type (no pybind11 dispatcher): it must refuse what pybind11 refused.
+    table = _core.HandleTable({torch.float32: 7}, mpi_ops._name)
+    assert type(table).__name__ == "HandleTable" and len(table) == 0
+    with pytest.raises(TypeError, match="cannot create"):
+        type(table)()
+    with pytest.raises(TypeError, match=r"allreduce_\(\) takes 6 arguments \(2 given\)"):
+        table.allreduce_(torch.ones(1), "x")
+    with pytest.raises(TypeError, match=r"add\(\) takes 2 to 3 arguments \(1 given\)"):
+        table.add(None)
+    with pytest.raises(ValueError, match="does not support tensors of dtype torch.float64"):
+        table.allreduce_(torch.ones(1, dtype=torch.float64), "x", 0, 1.0, 1.0,
+                         hvd.global_process_set)
+    handle = table.add(_Done(), None, "value")
+    assert len(table) == 1 and table.poll(handle) is True
+    assert table.synchronize(handle) == "value" and len(table) == 0
+    table.add(_Done(), None)
+    table.clear()
+    assert len(table) == 0
+
+
+class _Done:
+    """A finished waitable, as group handles are."""
+
+    def poll(self):
+        return True
+
+    def wait(self):
+        pass
