@@ -159,11 +159,9 @@ def synchronize(handle):
     return _synchronize_handle(handle)  # None for an unknown handle
 
 
-
 def _grouped_names(kind, name, count, process_set=global_process_set):
     base = _name(kind, name, process_set)
     return ["%s.%d" % (base, i) for i in range(count)]
-
 
 
 class _Group:
