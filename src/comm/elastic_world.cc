@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/net_address.h"
 #include "rendezvous/elastic_assignment.h"
+#include "rendezvous/formation_store.h"
 
 namespace ronde {
 
@@ -21,8 +22,9 @@ std::unique_ptr<Communicator> elasticCommunicator(const Settings& s) {
   splitHostPort(s.store_address, &host, &port);
   Duration start_timeout(static_cast<int64_t>(s.start_timeout_seconds * 1000));
   std::shared_ptr<Store> store = makeTcpStore(host, port, s.secret, start_timeout);
-  // A peer that dies while the world forms (before the driver noticed) fails the formation
-  // here; this worker then asks for the next generation instead of failing its process.
+  // A peer that dies while the world forms fails the formation here: at once when the driver
+  // has published the next generation meanwhile (FormationStore), otherwise at the start
+  // timeout. This worker then takes the next generation instead of failing its process.
   Duration elastic_timeout(static_cast<int64_t>(s.elastic_timeout_seconds * 1000));
   Deadline deadline = Deadline::after(elastic_timeout);
   for (;;) {
@@ -37,9 +39,14 @@ std::unique_ptr<Communicator> elasticCommunicator(const Settings& s) {
     // Every generation meets under its own prefix and names its shm segment after itself, so
     // nothing of a broken world is read by the next.
     options.generation = a.generation;
-    options.store = std::make_shared<PrefixStore>(store, elasticWorldPrefix(a.generation));
+    auto formation = std::make_shared<FormationStore>(
+        std::make_shared<PrefixStore>(store, elasticWorldPrefix(a.generation)), store,
+        a.generation);
+    options.store = formation;
     try {
-      return std::make_unique<NativeCommunicator>(options);
+      auto comm = std::make_unique<NativeCommunicator>(options);
+      formation->disarm();
+      return comm;
     } catch (const Error& error) {
       bool retry = error.code() == ErrorCode::kPeerLost || error.code() == ErrorCode::kTimeout;
       if (!retry || deadline.expired()) throw;

@@ -1,9 +1,13 @@
-// The elastic driver's parsing: discovery output and per-generation assignments.
+// The elastic driver's parsing (discovery output, per-generation assignments) and the store a
+// generation forms through.
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "launcher/cli.h"
 #include "launcher/elastic_discovery.h"
 #include "rendezvous/elastic_assignment.h"
+#include "rendezvous/formation_store.h"
 #include "ronde/errors.h"
 
 namespace ronde::launcher {
@@ -116,6 +120,53 @@ TEST(ElasticAssignment, AWorkerWaitsForAGenerationThatPlacesIt) {
   }
   Bytes requests;
   EXPECT_TRUE(store->tryGet(elasticResetRequestKey(1), &requests));
+}
+
+// Generation 1 forms through a FormationStore; a key that never comes would hold it for the
+// whole timeout, but the driver publishing generation 2 fails the wait with kPeerLost
+// naming both (the retryable code), and a key set meanwhile is still found.
+TEST(FormationStore, ANewerGenerationEndsTheWaitAndDisarmedItPassesThrough) {
+  auto root = makeMemoryStore();
+  root->add(kElasticGenerationKey, 1);
+  auto world = std::make_shared<PrefixStore>(root, elasticWorldPrefix(1));
+  FormationStore formation(world, root, 1, Duration(20));
+  std::thread peer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    world->setString("host/1", "h1");
+  });
+  EXPECT_EQ(formation.getString("host/1", Duration(10000)), "h1");  // found across slices
+  peer.join();
+  try {
+    formation.getString("host/2", Duration(100));
+    ADD_FAILURE() << "a key never set was returned";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kTimeout);  // nothing newer: the caller's own timeout
+  }
+  std::thread driver([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    root->add(kElasticGenerationKey, 1);
+  });
+  try {
+    formation.getString("host/2", Duration(60000));
+    ADD_FAILURE() << "a key never set was returned";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kPeerLost) << error.what();
+    EXPECT_NE(std::string(error.what()).find("generation 1 was replaced by generation 2"),
+              std::string::npos)
+        << error.what();
+  }
+  driver.join();
+  EXPECT_THROW(formation.add("counter", 1), Error);
+  formation.disarm();  // formed: the running world's store calls go through
+  EXPECT_EQ(formation.add("counter", 1), 1);
+  Bytes value;
+  EXPECT_TRUE(formation.tryGet("host/1", &value));
+  try {
+    formation.getString("host/2", Duration(50));
+    ADD_FAILURE() << "a key never set was returned";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kTimeout);
+  }
 }
 
 }  // namespace

@@ -78,7 +78,10 @@ def test_kill_one_of_four_continue_on_three_then_grow_back(tmp_path):
     job = ElasticJob(["-np", "4", "--min-np", "2", "--max-np", "4",
                       "--host-discovery-script", hosts.script,
                       "--blacklist-cooldown-range", "3", "4", "--elastic-timeout", "60"],
-                     ["--epochs", "12", "--commit-every", "4", "--step-delay", "0.02"])
+                     # Slow steps (about 13 s of training after the kill): the job must still
+                     # be training when the cooldown ends and a fresh worker has started. At
+                     # 0.02 s a fast machine finished 1 s after the cooldown, before the join.
+                     ["--epochs", "12", "--commit-every", "4", "--step-delay", "0.08"])
     job.wait_for(lambda: latest_synced(job, 4) and commits(job) and commits(job)[-1][1] >= 16,
                  120, "four workers to train past step 16")
     world = latest_synced(job, 4)
@@ -123,7 +126,9 @@ def test_new_worker_killed_while_the_world_reforms(tmp_path):
     hosts = HostsFile(str(tmp_path), HOSTS[:3])
     job = ElasticJob(["-np", "3", "--min-np", "2", "--host-discovery-script", hosts.script,
                       "--start-timeout", "5", "--elastic-timeout", "60", "--verbose"],
-                     ["--epochs", "8", "--commit-every", "3", "--step-delay", "0.02"])
+                     # Slow steps (about 9 s of training after step 6): still training when
+                     # discovery has seen the new host and its worker has started.
+                     ["--epochs", "8", "--commit-every", "3", "--step-delay", "0.08"])
     job.wait_for(lambda: latest_synced(job, 3) and commits(job) and commits(job)[-1][1] >= 6,
                  120, "three workers to train past step 6")
     survivors = set(latest_synced(job, 3).values())
