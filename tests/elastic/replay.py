@@ -64,8 +64,46 @@ def _shares(remaining, epoch, size):
     return [ordered[r::size][:per_rank] for r in range(size)]
 
 
+def _in_order(order):
+    """Sums the ranks' gradients in rank order `order(size)`, one addition at a time."""
+    def combine(grads):
+        picked = [grads[r] for r in order(len(grads))]
+        total = picked[0].clone()
+        for g in picked[1:]:
+            total = total + g
+        return total
+    return combine
+
+
+def _pairwise(grads):
+    while len(grads) > 1:
+        grads = [grads[i] + grads[i + 1] if i + 1 < len(grads) else grads[i]
+                 for i in range(0, len(grads), 2)]
+    return grads[0]
+
+
+# Ways of summing the ranks' gradients that a job's allreduce may take (its order depends
+# on the algorithm and the chunk). Rounding alone rarely moves the result by more than 1e-4,
+# but near a ReLU that one sample barely crosses it decides which side: the 12-epoch job
+# joined by a fresh worker at step 60 lands at 105.9596 when the 4 gradients are summed in
+# reverse order and at 105.9218 in rank order, every time. So a job is held to the nearest
+# of these replays, each still exact to rounding; a lost commit or a skipped sample moves
+# the result by 2-8 in all of them.
+SUM_ORDERS = {
+    "rank order": _in_order(lambda n: list(range(n))),
+    "reverse": _in_order(lambda n: list(range(n))[::-1]),
+    "rotated by 1": _in_order(lambda n: list(range(1, n)) + [0]),
+    "rotated by 2": _in_order(lambda n: list(range(2, n)) + [0, 1][:min(2, n)]),
+    "pairwise": _pairwise,
+}
+
+
 class Replay:
-    def __init__(self, epochs, batch_size=32, lr=0.1):
+    def __init__(self, epochs, batch_size=32, lr=0.1, combine=None):
+        """combine: None averages the loss over the global batch in one backward pass;
+        otherwise each rank's mean-loss gradient is formed apart and combine(list) sums
+        them (one of SUM_ORDERS), as the allreduce does, before dividing by the size."""
+        self.combine = combine
         self.epochs = epochs
         self.batch_size = batch_size
         self.base_lr = lr
@@ -94,14 +132,17 @@ class Replay:
             for i in range(batches):
                 if self.step == until_step:
                     return
-                rows = []
-                for share in shares:
-                    rows += share[i * self.batch_size:(i + 1) * self.batch_size]
-                # Every rank's batch has the same length, so the mean over all rows is the
-                # average of the ranks' mean losses that the allreduce forms.
+                batches_of_ranks = [share[i * self.batch_size:(i + 1) * self.batch_size]
+                                    for share in shares]
+                rows = [row for batch in batches_of_ranks for row in batch]
                 self.optimizer.zero_grad()
-                index = torch.tensor(rows)
-                F.cross_entropy(self.model(self.x[index]), self.y[index]).backward()
+                if self.combine is None:
+                    # Every rank's batch has the same length, so the mean over all rows is the
+                    # average of the ranks' mean losses that the allreduce forms.
+                    index = torch.tensor(rows)
+                    F.cross_entropy(self.model(self.x[index]), self.y[index]).backward()
+                else:
+                    self._combined_gradient(batches_of_ranks)
                 self.optimizer.step()
                 self.processed.update(rows)
                 self.seen_per_epoch.setdefault(self.epoch, set()).update(rows)
@@ -111,6 +152,16 @@ class Replay:
             self.batch = 0
         assert until_step is None or self.step == until_step, (
             "training ended at step %d, before the world's end at %d" % (self.step, until_step))
+
+    def _combined_gradient(self, batches_of_ranks):
+        per_rank = []
+        for batch in batches_of_ranks:
+            self.optimizer.zero_grad()
+            index = torch.tensor(batch)
+            F.cross_entropy(self.model(self.x[index]), self.y[index]).backward()
+            per_rank.append([p.grad.clone() for p in self.model.parameters()])
+        for k, p in enumerate(self.model.parameters()):
+            p.grad = self.combine([grads[k] for grads in per_rank]) / len(per_rank)
 
     def run(self, schedule):
         """schedule: [(size, resume step)] of every world that synced, in order."""
@@ -127,3 +178,11 @@ class Replay:
 
 def max_difference(a, b):
     return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+def replays(epochs, schedule):
+    """(how the gradients were summed, final state_dict) for the one-batch replay, then for
+    each of SUM_ORDERS; lazily, so a caller that matches the first computes no other."""
+    yield "one batch", Replay(epochs).run(schedule)
+    for name, combine in SUM_ORDERS.items():
+        yield name, Replay(epochs, combine=combine).run(schedule)
