@@ -65,7 +65,7 @@ def _shares(remaining, epoch, size):
 
 
 def _in_order(order):
-    """Sums the ranks' gradients in rank order `order(size)`, one addition at a time."""
+    """Sums the ranks' gradients one addition at a time, in the rank order `order(size)`."""
     def combine(grads):
         picked = [grads[r] for r in order(len(grads))]
         total = picked[0].clone()
@@ -73,6 +73,10 @@ def _in_order(order):
             total = total + g
         return total
     return combine
+
+
+def _rotated(k):
+    return _in_order(lambda n: [(r + k) % n for r in range(n)])
 
 
 def _pairwise(grads):
@@ -90,10 +94,10 @@ def _pairwise(grads):
 # of these replays, each still exact to rounding; a lost commit or a skipped sample moves
 # the result by 2-8 in all of them.
 SUM_ORDERS = {
-    "rank order": _in_order(lambda n: list(range(n))),
+    "rank order": _rotated(0),
     "reverse": _in_order(lambda n: list(range(n))[::-1]),
-    "rotated by 1": _in_order(lambda n: list(range(1, n)) + [0]),
-    "rotated by 2": _in_order(lambda n: list(range(2, n)) + [0, 1][:min(2, n)]),
+    "rotated by 1": _rotated(1),
+    "rotated by 2": _rotated(2),
     "pairwise": _pairwise,
 }
 
