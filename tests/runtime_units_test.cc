@@ -1,12 +1,19 @@
 // Unit tests of the runtime's pieces, in one process: the wire form, mismatch messages, the
 // negotiation table (readiness, join, groups, removed sets), the response cache (slots, LRU,
-// invalidation) and the fusion plan.
+// invalidation), the fusion plan and the allocator tuning.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "ronde/runtime.h"
+#include "runtime/allocator_tuning.h"
 #include "runtime/cycle_pacer.h"
 #include "runtime/descriptor.h"
 #include "runtime/fusion_planner.h"
@@ -218,6 +225,58 @@ TEST(RuntimeUnits, FusionPacksByDtypeUpToTheThreshold) {
   EXPECT_EQ(planExecution(responses, 0).size(), 4u);        // threshold 0: no fusion
   EXPECT_EQ(planExecution(responses, 1 << 20).size(), 2u);  // one buffer per dtype
 }
+
+#if defined(__GLIBC__)
+TEST(RuntimeUnits, AllocatorTuningLeavesAUsersMallocSettingsAlone) {
+  auto only = [](const char* set, const char* value) {
+    return [set, value](const char* name) -> const char* {
+      return std::strcmp(name, set) == 0 ? value : nullptr;
+    };
+  };
+  const std::string left = "left as it is";
+  EXPECT_EQ(tuneAllocator(only("MALLOC_TRIM_THRESHOLD_", "0")).rfind(left, 0), 0u);
+  EXPECT_EQ(tuneAllocator(only("MALLOC_MMAP_THRESHOLD_", "4096")).rfind(left, 0), 0u);
+  EXPECT_EQ(tuneAllocator(only("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=0")).rfind(left, 0),
+            0u);
+  EXPECT_NE(
+      tuneAllocator(only("GLIBC_TUNABLES", "glibc.rtld.optional_static_tls=1")).rfind(left, 0), 0u);
+}
+
+// What glibc does with an 8 MiB block, as the exit code: 1 when it gets a mapping of its own
+// (unmapped again on free), 2 when freeing it trims the heap; 0 when it stays mapped for the
+// next allocation. Each case starts from glibc's initial thresholds (128 KiB both), whatever
+// this process's earlier allocations raised them to.
+enum class Thresholds { kGlibcDefaults, kMmapRaisedOnly, kTuned };
+
+[[noreturn]] void exitWithWhatMallocDidWithALargeBlock(Thresholds thresholds) {
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+  if (thresholds == Thresholds::kMmapRaisedOnly)
+    mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMmapThresholdBytes));
+  if (thresholds == Thresholds::kTuned)
+    tuneAllocator([](const char*) -> const char* { return nullptr; });
+  const size_t bytes = 8u << 20;
+  const struct mallinfo2 before = mallinfo2();
+  void* volatile block = std::malloc(bytes);  // volatile: the pair is not optimised away
+  std::memset(block, 1, bytes);
+  const struct mallinfo2 during = mallinfo2();
+  std::free(block);
+  const struct mallinfo2 after = mallinfo2();
+  std::_Exit((during.hblks > before.hblks ? 1 : 0) | (after.arena < during.arena ? 2 : 0));
+}
+
+// Each case in a fresh process (the threadsafe style runs the binary again): the thresholds
+// are the process's own.
+TEST(RuntimeUnitsDeathTest, AllocatorTuningKeepsALargeFreedBlockMapped) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(exitWithWhatMallocDidWithALargeBlock(Thresholds::kGlibcDefaults),
+              testing::ExitedWithCode(1), "");
+  EXPECT_EXIT(exitWithWhatMallocDidWithALargeBlock(Thresholds::kMmapRaisedOnly),
+              testing::ExitedWithCode(2), "");
+  EXPECT_EXIT(exitWithWhatMallocDidWithALargeBlock(Thresholds::kTuned), testing::ExitedWithCode(0),
+              "");
+}
+#endif
 
 std::unique_ptr<Communicator> soloCommunicator() {
   CommOptions options;

@@ -171,6 +171,14 @@ TEST(SettingsTest, ChunkSizesHaveAFloor) {
   EXPECT_EQ(read({{"RONDE_SHM_CHUNK_BYTES", "65536"}}).shm_chunk_bytes, 65536);
 }
 
+TEST(SettingsTest, MallocTuningIsOnUnlessTurnedOff) {
+  EXPECT_TRUE(read({}).malloc_tuning);
+  EXPECT_FALSE(read({{"RONDE_MALLOC_TUNING", "0"}}).malloc_tuning);
+  EXPECT_FALSE(read({{"HOROVOD_MALLOC_TUNING", "off"}}).malloc_tuning);
+  EXPECT_EQ(configError({{"RONDE_MALLOC_TUNING", "sometimes"}}),
+            "RONDE_MALLOC_TUNING='sometimes' is not a boolean (1/0, true/false, yes/no, on/off)");
+}
+
 TEST(SettingsTest, DocumentationListsEveryFieldOnce) {
   const auto docs = Settings::documentation();
   std::set<std::string> names;

@@ -55,6 +55,7 @@ struct Settings {
 
   // Runtime (negotiation, fusion, timeline, stall inspector).
   int64_t fusion_threshold_bytes = 128LL * 1024 * 1024;
+  bool malloc_tuning = true;  // keep freed memory mapped (runtime/allocator_tuning.h)
   double cycle_time_ms = 1.0;
   int cache_capacity = 1024;
   std::string timeline_path;

@@ -92,6 +92,11 @@ const Field kFields[] = {
      4096},
     {"FUSION_THRESHOLD", &Settings::fusion_threshold_bytes, kBytes,
      "Largest fusion buffer: small tensors are batched into one collective up to this size."},
+    {"MALLOC_TUNING", &Settings::malloc_tuning, nullptr,
+     "At init, set glibc malloc's mmap and trim thresholds (32 MiB, 1 GiB) so that a training "
+     "step's freed tensors stay mapped for the next step instead of being faulted in again; "
+     "skipped when MALLOC_*_ thresholds or glibc.malloc tunables are set (0: leave malloc "
+     "alone)."},
     {"CYCLE_TIME", &Settings::cycle_time_ms, kMilliseconds,
      "Longest wait between negotiation cycles of the background thread; arriving work starts "
      "one at once on an idle runtime."},

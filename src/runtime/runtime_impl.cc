@@ -1,10 +1,12 @@
 #include "runtime/runtime_impl.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iomanip>
 #include <sstream>
 
 #include "common/logging.h"
+#include "runtime/allocator_tuning.h"
 #include "runtime/request_validation.h"
 
 namespace ronde::runtime {
@@ -60,6 +62,10 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
     throw makeError(ErrorCode::kConfig,
                     "RONDE_GPU_OPERATIONS=nccl: the runtime does not run CUDA tensors on NCCL yet; "
                     "use host (or auto), which stages them through host memory (docs/gpu.md)");
+  }
+  if (settings.malloc_tuning) {
+    log(LogLevel::kDebug,
+        "malloc: ", tuneAllocator([](const char* name) { return std::getenv(name); }));
   }
   executor_.setDevices(&devices_, static_cast<size_t>(settings.gpu_staging_chunk_bytes),
                        std::chrono::duration_cast<Duration>(
