@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Training throughput (samples/s) on synthetic data, 2 ranks on one host, side by side:
 ronde's DistributedOptimizer, torch DistributedDataParallel (gloo, same torch), Horovod
-0.28.1 (MPI, when --horovod is given), and one rank without any communication.
+0.28.1 (MPI, when --horovod is given), one rank without any communication, and two ranks
+side by side without any communication ("pair": the machine's own ceiling for 2 ranks).
 
     .venv/bin/python bench/torch_training_bench.py                     # torch 2.13: ronde, DDP
     .venv-horovod/bin/python bench/torch_training_bench.py --horovod   # torch 1.13: + Horovod
 
 Scaling efficiency = 2-rank throughput / (2 x one rank with no communication, one thread,
-the same batch per rank), both measured in the same run. Every configuration runs in fresh
+the same batch per rank), both measured in the same run. "of pair" = 2-rank throughput /
+the pair's: what communication costs, apart from what two busy cores cost each other (shared
+memory bandwidth and caches, clock) that no library can remove. Every configuration runs in fresh
 processes, bound one core per rank (ronde run's and mpirun's default when ranks fit); rounds
 interleave the configurations and the table shows medians over rounds, ratios as the median
 of per-round ratios. Models: an MLP 784-512-512-10 and a small CNN, batch 64 per rank.
@@ -72,6 +75,8 @@ def worker(args):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     started_mib = resident_mib()  # before any communication library starts
     ranks, rank, gather = 1, 0, lambda value: [value]
+    if args.mode == "pair":  # each rank trains alone; the driver merges their lines
+        ranks, rank = int(os.environ["RONDE_SIZE"]), 0
     if args.mode in ("ronde", "horovod"):
         # The same script for both: only the import differs, as for a user switching.
         if args.mode == "ronde":
@@ -101,7 +106,7 @@ def worker(args):
     ended_mib = resident_mib()
     memory = max(gather(ended_mib))
     grown = max(gather(ended_mib - started_mib))
-    if rank == 0:
+    if rank == 0:  # every rank of a pair
         gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         print("RESULT " + json.dumps({
             "mode": args.mode, "model": args.model, "ranks": ranks, "seconds": seconds,
@@ -118,7 +123,7 @@ def launch_command(args, mode, model):
     if mode == "horovod":
         return ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core",
                 "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"] + me
-    ranks = "1" if mode == "local" else "2"
+    ranks = "1" if mode == "local" else "2"  # a pair is two independent ranks
     return [args.ronde, "run", "-np", ranks, "--bind-to", "core"] + me
 
 
@@ -126,14 +131,21 @@ def run_one(args, mode, model):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     out = subprocess.run(launch_command(args, mode, model), env=env, capture_output=True,
                          text=True, timeout=900)
-    for line in out.stdout.splitlines():
-        if "RESULT " in line:  # `ronde run` prefixes each line with the rank
-            return json.loads(line.split("RESULT ", 1)[1])
+    results = [json.loads(line.split("RESULT ", 1)[1]) for line in out.stdout.splitlines()
+               if "RESULT " in line]  # `ronde run` prefixes each line with the rank
+    if mode == "pair" and len(results) == 2:  # as the others report: the slowest rank
+        merged = dict(results[0], seconds=max(r["seconds"] for r in results),
+                      rss_mib=max(r["rss_mib"] for r in results),
+                      grown_mib=max(r["grown_mib"] for r in results))
+        merged["samples_per_s"] = results[0]["samples_per_s"] * results[0]["seconds"] / merged["seconds"]
+        return merged
+    if mode != "pair" and results:
+        return results[0]
     raise RuntimeError("%s %s failed:\n%s\n%s" % (mode, model, out.stdout, out.stderr))
 
 
 def drive(args):
-    modes = ["local", "ronde", "ddp"] + (["horovod"] if args.horovod else [])
+    modes = ["local", "pair", "ronde", "ddp"] + (["horovod"] if args.horovod else [])
     samples = {}  # (model, mode) -> [result per round]
     for round_index in range(args.rounds):
         for model in args.models:
@@ -146,12 +158,13 @@ def drive(args):
         load = " ".join(f.read().split()[:3])
     print("torch %s, %d rounds (medians), batch %d per rank, %d steps; load average at end: %s"
           % (torch_version, args.rounds, args.batch, args.steps, load))
-    print("%-5s %-8s %12s %9s %11s %11s" % ("model", "mode", "samples/s", "RSS MiB",
-                                             "beyond MiB", "efficiency"))
+    print("%-5s %-8s %12s %9s %11s %11s %8s" % ("model", "mode", "samples/s", "RSS MiB",
+                                                 "beyond MiB", "efficiency", "of pair"))
     summary = {}
     for model in args.models:
         local = [r["samples_per_s"] for r in samples[(model, "local")]]
         local_grown = [r["grown_mib"] for r in samples[(model, "local")]]
+        pair = [r["samples_per_s"] for r in samples[(model, "pair")]]
         for mode in modes:
             rounds = samples[(model, mode)]
             rate = statistics.median(r["samples_per_s"] for r in rounds)
@@ -161,12 +174,15 @@ def drive(args):
             efficiency = ("%10.1f%%" % (100 * statistics.median(
                 r["samples_per_s"] / (2 * base) for r, base in zip(rounds, local)))
                 if mode != "local" else "%11s" % "-")
-            print("%-5s %-8s %12.0f %9.0f %11.1f %s" % (model, mode, rate, rss, beyond,
-                                                        efficiency))
+            of_pair = ("%7.1f%%" % (100 * statistics.median(
+                r["samples_per_s"] / base for r, base in zip(rounds, pair)))
+                if mode not in ("local", "pair") else "%8s" % "-")
+            print("%-5s %-8s %12.0f %9.0f %11.1f %s %s" % (model, mode, rate, rss, beyond,
+                                                           efficiency, of_pair))
             summary[(model, mode)] = rate
         print("%s: gradients %.1f MiB (the most a fusion buffer needs)"
               % (model, samples[(model, "local")][0]["gradient_mib"]))
-        for peer in modes[2:]:
+        for peer in modes[3:]:
             ratio = statistics.median(a["samples_per_s"] / b["samples_per_s"] for a, b in
                                       zip(samples[(model, "ronde")], samples[(model, peer)]))
             print("%s: ronde / %s = %.2fx" % (model, peer, ratio))
@@ -177,7 +193,8 @@ def drive(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--mode", choices=["local", "ronde", "ddp", "horovod"], default="local")
+    parser.add_argument("--mode", choices=["local", "pair", "ronde", "ddp", "horovod"],
+                        default="local")
     parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
     parser.add_argument("--models", nargs="+", default=["mlp", "cnn"])
     parser.add_argument("--batch", type=int, default=64, help="per rank")
