@@ -8,7 +8,18 @@
 #include <cstring>
 #include <string>
 
-#if defined(__GLIBC__)
+// The allocator tests need glibc's own malloc, which answers mallopt and mallinfo2; the
+// sanitizers replace it with theirs.
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define RONDE_TEST_GLIBC_MALLOC 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#undef RONDE_TEST_GLIBC_MALLOC
+#endif
+#endif
+#if defined(RONDE_TEST_GLIBC_MALLOC)
 #include <malloc.h>
 #endif
 
@@ -226,7 +237,7 @@ TEST(RuntimeUnits, FusionPacksByDtypeUpToTheThreshold) {
   EXPECT_EQ(planExecution(responses, 1 << 20).size(), 2u);  // one buffer per dtype
 }
 
-#if defined(__GLIBC__)
+#if defined(RONDE_TEST_GLIBC_MALLOC)
 TEST(RuntimeUnits, AllocatorTuningLeavesAUsersMallocSettingsAlone) {
   auto only = [](const char* set, const char* value) {
     return [set, value](const char* name) -> const char* {
