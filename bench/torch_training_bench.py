@@ -106,7 +106,7 @@ def worker(args):
     ended_mib = resident_mib()
     memory = max(gather(ended_mib))
     grown = max(gather(ended_mib - started_mib))
-    if rank == 0:  # every rank of a pair
+    if rank == 0:  # and every rank of a pair, whose rank is 0 here
         gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         print("RESULT " + json.dumps({
             "mode": args.mode, "model": args.model, "ranks": ranks, "seconds": seconds,
@@ -134,11 +134,11 @@ def run_one(args, mode, model):
     results = [json.loads(line.split("RESULT ", 1)[1]) for line in out.stdout.splitlines()
                if "RESULT " in line]  # `ronde run` prefixes each line with the rank
     if mode == "pair" and len(results) == 2:  # as the others report: the slowest rank
-        merged = dict(results[0], seconds=max(r["seconds"] for r in results),
-                      rss_mib=max(r["rss_mib"] for r in results),
-                      grown_mib=max(r["grown_mib"] for r in results))
-        merged["samples_per_s"] = results[0]["samples_per_s"] * results[0]["seconds"] / merged["seconds"]
-        return merged
+        seconds = max(r["seconds"] for r in results)
+        return dict(results[0], seconds=seconds,
+                    samples_per_s=results[0]["ranks"] * args.batch * args.steps / seconds,
+                    rss_mib=max(r["rss_mib"] for r in results),
+                    grown_mib=max(r["grown_mib"] for r in results))
     if mode != "pair" and results:
         return results[0]
     raise RuntimeError("%s %s failed:\n%s\n%s" % (mode, model, out.stdout, out.stderr))
