@@ -9,6 +9,14 @@ if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import horovod.torch" 2>/
   echo "setup_horovod: $venv already has horovod $("$venv/bin/python" -c 'import horovod; print(horovod.__version__)')"
   exit 0
 fi
+# Debian's torch headers include pybind11's, which ronde itself builds without (it takes
+# pybind11 from PyPI): without pybind11-dev Horovod's torch extension fails to compile.
+if ! dpkg-query -W -f='${Status}' pybind11-dev 2>/dev/null | grep -q "install ok installed"; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  echo "setup_horovod: installing pybind11-dev (Debian's torch headers need it)"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends pybind11-dev >/dev/null
+fi
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
 # No build isolation: Horovod's setup.py must see Debian's torch (an isolated build would
 # build without it, or pull a CUDA torch from PyPI).
