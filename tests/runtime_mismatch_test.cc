@@ -179,24 +179,50 @@ TEST(RuntimeMismatch, ATensorIsInFlightOnceWhateverItsKindButAutomaticNamesNever
   spec.size = 2;
   runRuntimeRanks(
       spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-        Request reduce = base(ctx.rank);
-        reduce.name = "allreduce.t";
-        auto h = rt->enqueue(reduce);
+        auto barrier = [&](const char* name) {
+          Request b;
+          b.kind = RequestKind::kBarrier;
+          b.name = name;
+          rt->enqueue(b)->wait(std::chrono::seconds(30));
+        };
+        // Each rank in turn submits an allreduce and tries an allgather of the same tensor
+        // while its peer holds its own allreduce back until the turn's barrier, which the
+        // checking rank enters only after the check: however the threads are scheduled, the
+        // allreduce cannot complete in between.
+        std::vector<Request> reduces;
+        std::vector<std::shared_ptr<Handle>> handles;
+        reduces.reserve(2);
         Request gather;
-        gather.kind = RequestKind::kAllgather;
-        gather.name = "allgather.t";
-        gather.input = filledFloats(2, 1.0f);
-        bool refused = false;
-        try {
-          rt->enqueue(gather);
-        } catch (const Error& e) {
-          refused = e.code() == ErrorCode::kInvalidArgument &&
-                    std::string(e.what()).find("already in flight") != std::string::npos;
+        for (int checking = 0; checking < 2; ++checking) {
+          const std::string tensor = "t" + std::to_string(checking);
+          Request& reduce = reduces.emplace_back(base(ctx.rank));
+          reduce.name = "allreduce." + tensor;
+          gather = Request{};
+          gather.kind = RequestKind::kAllgather;
+          gather.name = "allgather." + tensor;
+          gather.input = filledFloats(2, 1.0f);
+          if (ctx.rank != checking) {
+            barrier(("turn." + tensor).c_str());
+            handles.push_back(rt->enqueue(reduce));
+            continue;
+          }
+          handles.push_back(rt->enqueue(reduce));
+          bool refused = false;
+          try {
+            rt->enqueue(gather);
+          } catch (const Error& e) {
+            refused = e.code() == ErrorCode::kInvalidArgument &&
+                      std::string(e.what()).find("already in flight") != std::string::npos;
+          }
+          REQUIRE(refused, "a second kind of tensor " + tensor +
+                               " was accepted while one is in flight");
+          barrier(("turn." + tensor).c_str());
         }
-        REQUIRE(refused, "a second kind of tensor 't' was accepted while one is in flight");
-        h->wait(std::chrono::seconds(30));
-        REQUIRE(std::static_pointer_cast<HostTensor>(reduce.input)->as<float>()[1] == 4.0f,
-                "allreduce.t result");
+        for (size_t i = 0; i < handles.size(); ++i) {
+          handles[i]->wait(std::chrono::seconds(30));
+          REQUIRE(std::static_pointer_cast<HostTensor>(reduces[i].input)->as<float>()[1] == 4.0f,
+                  "allreduce result");
+        }
         rt->enqueue(gather)->wait(std::chrono::seconds(30));  // free again once it completed
 
         // Automatic names are numbered per kind: these are two tensors, both in flight.
