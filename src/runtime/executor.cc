@@ -4,6 +4,7 @@
 
 #include "collectives/adasum.h"
 #include "common/reduce_kernels.h"
+#include "runtime/collective_layout.h"
 
 namespace ronde::runtime {
 namespace {
@@ -14,15 +15,6 @@ using Clock = Timeline::Clock;
 // bytes.
 void copyBytes(void* dst, const void* src, size_t n) {
   if (n > 0) std::memcpy(dst, src, n);
-}
-
-int64_t firstDim(const Descriptor& d) { return d.shape.empty() ? 1 : d.shape[0]; }
-
-std::vector<int64_t> withFirstDim(const Descriptor& d, int64_t rows) {
-  std::vector<int64_t> shape = d.shape;
-  if (shape.empty()) return {rows};
-  shape[0] = rows;
-  return shape;
 }
 
 // Where the result goes: the request's output, else the allocator's, else (when allowed) the
@@ -226,23 +218,15 @@ void Executor::allreduceFused(std::vector<Part>& parts) {
 void Executor::allgather(Part& part) {
   const Response& r = *part.response;
   const Descriptor& d = r.descriptor();
-  size_t row = static_cast<size_t>(d.rowElements());
-  std::vector<size_t> counts(static_cast<size_t>(comm_->size()), 0);
-  int64_t rows = 0;
-  for (size_t k = 0; k < counts.size(); ++k) {
-    const auto& dk = r.agreement->per_rank[static_cast<size_t>(r.members[k])];
-    if (!dk) continue;
-    counts[k] = static_cast<size_t>(firstDim(*dk)) * row;
-    rows += firstDim(*dk);
-  }
-  size_t total = static_cast<size_t>(rows) * row;
+  const GatherLayout layout = gatherLayout(r);
+  size_t total = static_cast<size_t>(layout.rows) * static_cast<size_t>(d.rowElements());
   size_t element = dataTypeSize(d.dtype);
   const void* in = sized(scratch_in_, 1);
   void* out = nullptr;
   if (part.local) {
     in = part.local->request.input->data();
     try {
-      part.output = resolveOutput(*part.local, withFirstDim(d, rows), false);
+      part.output = resolveOutput(*part.local, withFirstDim(d, layout.rows), false);
       out = part.output->data();
     } catch (...) {
       part.error = std::current_exception();
@@ -250,7 +234,7 @@ void Executor::allgather(Part& part) {
   }
   if (out == nullptr) out = sized(scratch_, total * element + 1);
   auto start = Clock::now();
-  comm_->allgatherv(in, out, counts, d.dtype);
+  comm_->allgatherv(in, out, layout.counts, d.dtype);
   span(part, "ALLGATHER", start);
 }
 
@@ -281,25 +265,9 @@ void Executor::alltoall(Part& part, std::vector<int64_t>* received_rows) {
   const Response& r = *part.response;
   const Descriptor& d = r.descriptor();
   size_t row = static_cast<size_t>(d.rowElements());
-  size_t k = r.members.size();
-  auto splitsOf = [&](int world_rank) {
-    const Descriptor& dr = *r.agreement->per_rank[static_cast<size_t>(world_rank)];
-    if (!dr.splits.empty()) return dr.splits;
-    return std::vector<int64_t>(k, firstDim(dr) / static_cast<int64_t>(k));
-  };
-  std::vector<size_t> send(static_cast<size_t>(comm_->size()), 0);
-  std::vector<size_t> recv(static_cast<size_t>(comm_->size()), 0);
-  const int me = comm_->rank();
-  received_rows->assign(k, 0);
-  int64_t rows = 0;
-  std::vector<int64_t> mine = splitsOf(r.members[static_cast<size_t>(me)]);
-  for (size_t j = 0; j < k; ++j) {
-    send[j] = static_cast<size_t>(mine[j]) * row;
-    int64_t got = splitsOf(r.members[j])[static_cast<size_t>(me)];
-    recv[j] = static_cast<size_t>(got) * row;
-    (*received_rows)[j] = got;
-    rows += got;
-  }
+  const AlltoallLayout layout = alltoallLayout(r, comm_->rank());
+  *received_rows = layout.received_rows;
+  const int64_t rows = layout.rows;
   size_t element = dataTypeSize(d.dtype);
   const void* in = sized(scratch_in_, 1);
   void* out = nullptr;
@@ -314,7 +282,7 @@ void Executor::alltoall(Part& part, std::vector<int64_t>* received_rows) {
   }
   if (out == nullptr) out = sized(scratch_, static_cast<size_t>(rows) * row * element + 1);
   auto start = Clock::now();
-  comm_->alltoallv(in, send, out, recv, d.dtype);
+  comm_->alltoallv(in, layout.send, out, layout.recv, d.dtype);
   span(part, "ALLTOALL", start);
 }
 
@@ -322,15 +290,8 @@ void Executor::reducescatter(Part& part) {
   const Response& r = *part.response;
   const Descriptor& d = r.descriptor();
   size_t row = static_cast<size_t>(d.rowElements());
-  int64_t n = firstDim(d);
-  auto k = static_cast<int64_t>(r.members.size());
-  std::vector<size_t> counts(static_cast<size_t>(comm_->size()), 0);
-  int64_t my_rows = 0;
-  for (int64_t i = 0; i < k; ++i) {
-    int64_t rows = n / k + (i < n % k ? 1 : 0);
-    counts[static_cast<size_t>(i)] = static_cast<size_t>(rows) * row;
-    if (i == comm_->rank()) my_rows = rows;
-  }
+  const ScatterLayout layout = scatterLayout(r, comm_->rank());
+  const int64_t my_rows = layout.my_rows;
   size_t count = static_cast<size_t>(d.numel());
   size_t element = dataTypeSize(d.dtype);
   const void* in = nullptr;
@@ -355,7 +316,8 @@ void Executor::reducescatter(Part& part) {
   }
   if (out == nullptr) out = sized(scratch_, static_cast<size_t>(my_rows) * row * element + 1);
   auto start = Clock::now();
-  comm_->reducescatter(in, out, counts, d.dtype, collectiveOp(d), Scaling{1.0, finalScale(r)});
+  comm_->reducescatter(in, out, layout.counts, d.dtype, collectiveOp(d),
+                       Scaling{1.0, finalScale(r)});
   span(part, "REDUCESCATTER", start);
 }
 
@@ -365,20 +327,12 @@ void Executor::allgatherFused(std::vector<Part>& parts) {
   const Descriptor& d0 = parts[0].response->descriptor();
   size_t element = dataTypeSize(d0.dtype);
   size_t world = static_cast<size_t>(comm_->size());
-  // elements[k][r]: what rank r contributes to tensor k.
-  std::vector<std::vector<size_t>> elements(parts.size(), std::vector<size_t>(world, 0));
-  std::vector<size_t> counts(world, 0);
-  for (size_t k = 0; k < parts.size(); ++k) {
-    const Response& r = *parts[k].response;
-    for (size_t w = 0; w < world; ++w) {
-      const auto& dw = r.agreement->per_rank[static_cast<size_t>(r.members[w])];
-      if (!dw) continue;
-      elements[k][w] = static_cast<size_t>(dw->numel());
-      counts[w] += elements[k][w];
-    }
-  }
-  size_t total = 0;
-  for (size_t c : counts) total += c;
+  std::vector<const Response*> responses;
+  for (Part& p : parts) responses.push_back(p.response);
+  const FusedGatherLayout layout = fusedGatherLayout(responses);
+  const std::vector<std::vector<size_t>>& elements = layout.elements;
+  const std::vector<size_t>& counts = layout.counts;
+  const size_t total = layout.total;
   size_t me = static_cast<size_t>(comm_->rank());
   unsigned char* send = sized(scratch_in_, counts[me] * element + 1);
   unsigned char* gathered = sized(fusion_buffer_, total * element + 1);
@@ -390,13 +344,9 @@ void Executor::allgatherFused(std::vector<Part>& parts) {
     size_t bytes = elements[k][me] * element;
     if (p.local) {
       copyBytes(send + offset, p.local->request.input->data(), bytes);
-      const Descriptor& d = p.response->descriptor();
-      int64_t rows = 0;
-      for (const auto& dw : p.response->agreement->per_rank) {
-        if (dw) rows += firstDim(*dw);
-      }
       try {
-        p.output = resolveOutput(*p.local, withFirstDim(d, rows), false);
+        p.output = resolveOutput(*p.local, withFirstDim(p.response->descriptor(), layout.rows[k]),
+                                 false);
       } catch (...) {
         p.error = std::current_exception();
       }

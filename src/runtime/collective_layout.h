@@ -1,0 +1,57 @@
+// Where each rank's elements go in a response's collective: the counts that allgather, alltoall
+// and reducescatter pass to the communicator and the shapes of their outputs, worked out from
+// the ranks' announcements. Every rank computes the same layout from the same response, and
+// the host path (executor.cc) and the device paths (device_executor.cc,
+// device_comm_executor.cc) share it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/response.h"
+
+namespace ronde::runtime {
+
+// The first dimension (1 for a scalar), and `d`'s shape with it replaced by `rows`.
+int64_t firstDim(const Descriptor& d);
+std::vector<int64_t> withFirstDim(const Descriptor& d, int64_t rows);
+
+// Allgather of one tensor: counts[i] elements from the set's i-th member (0 for a joined
+// rank), `rows` first-dimension rows in the output.
+struct GatherLayout {
+  std::vector<size_t> counts;
+  int64_t rows = 0;
+};
+GatherLayout gatherLayout(const Response& r);
+
+// Allgather of several tensors fused: each member's block holds its contributions to every
+// tensor in plan order. elements[k][i]: member i's contribution to tensor k; counts[i]: its
+// block; rows[k]: tensor k's output rows.
+struct FusedGatherLayout {
+  std::vector<std::vector<size_t>> elements;
+  std::vector<size_t> counts;
+  std::vector<int64_t> rows;
+  size_t total = 0;  // elements of the gathered buffer
+};
+FusedGatherLayout fusedGatherLayout(const std::vector<const Response*>& responses);
+
+// Alltoall as member `me` sees it: elements sent to and received from each member, rows
+// received from each (the handle's result) and in all (the output's first dimension).
+struct AlltoallLayout {
+  std::vector<size_t> send;
+  std::vector<size_t> recv;
+  std::vector<int64_t> received_rows;
+  int64_t rows = 0;
+};
+AlltoallLayout alltoallLayout(const Response& r, int me);
+
+// Reducescatter: member i keeps counts[i] elements (its share of the first dimension, the
+// remainder's rows going to the first members); `my_rows` are member `me`'s.
+struct ScatterLayout {
+  std::vector<size_t> counts;
+  int64_t my_rows = 0;
+};
+ScatterLayout scatterLayout(const Response& r, int me);
+
+}  // namespace ronde::runtime
