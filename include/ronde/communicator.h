@@ -150,6 +150,20 @@ class Communicator {
   // Error(kInvalidArgument) for a bad list; Error(kConfig) where the backend cannot split.
   virtual std::unique_ptr<Communicator> subCommunicator(const std::vector<int>& ranks,
                                                         const std::string& name);
+  // A communicator over every rank of this one, built by the device backend `backend` ("nccl",
+  // src/backends/backend_registry.h) for buffers in the memory of CUDA device `cuda_device`,
+  // met under the store prefix `name`. Collective over all ranks of this one. It shares this
+  // communicator's rendezvous, failure record, timeouts and rank labels, so that a failure on
+  // either is reported the same way. The runtime builds one per process set that runs CUDA
+  // tensors under RONDE_GPU_OPERATIONS=nccl. Error(kConfig) when this build lacks the backend
+  // or this communicator has no rendezvous store to meet through.
+  virtual std::unique_ptr<Communicator> deviceCommunicator(const std::string& backend,
+                                                           const std::string& name,
+                                                           int cuda_device);
+  // Whether reductions of `type` with `op` run here. False where the backend has no such
+  // reduction (NCCL: int16, Adasum), so that a caller can take another path before calling,
+  // instead of failing the collective (which aborts the communicator).
+  virtual bool supportsReduction(DataType type, ReduceOp op) const;
 
   // Async forms: run on the communicator's worker thread in submission order. Buffers must
   // stay valid until the Work finishes.
@@ -205,6 +219,11 @@ class Communicator {
   // store seen under the prefix `name`.
   CommOptions subsetOptions(const CommOptions& mine, const std::vector<int>& ranks,
                             const std::string& name) const;
+  // deviceCommunicator for a backend that holds its options as `mine`.
+  std::unique_ptr<Communicator> buildDeviceCommunicator(const CommOptions& mine,
+                                                        const std::string& backend,
+                                                        const std::string& name,
+                                                        int cuda_device) const;
   // Runs `fn` on the worker thread; the Work reports its outcome.
   virtual std::shared_ptr<Work> enqueue(std::function<void()> fn) = 0;
 

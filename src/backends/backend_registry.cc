@@ -86,6 +86,13 @@ const Backend& deviceBackend(const std::string& name) {
   throw makeError(ErrorCode::kConfig, "no device backend called '", name, "' (there is: nccl)");
 }
 
+bool deviceBackendBuilt(const std::string& name) {
+  for (const Backend& backend : backends()) {
+    if (backend.device_buffers && name == backend.name) return backend.built;
+  }
+  return false;
+}
+
 const std::vector<Backend>& backends() {
   // MPI comes first when asked for, but never unasked: a job started by mpirun keeps ronde's
   // own transports unless RONDE_CPU_OPERATIONS=mpi says otherwise (as HOROVOD_CPU_OPERATIONS).

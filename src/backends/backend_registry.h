@@ -44,6 +44,9 @@ const Backend& chooseBackend(CpuOperations requested, const std::string& launche
 // this build lacks it.
 const Backend& deviceBackend(const std::string& name);
 
+// Whether this build has the device backend called `name`.
+bool deviceBackendBuilt(const std::string& name);
+
 // This build has the CUDA kernels (src/cuda/*.cu).
 bool cudaBuilt();
 // The NCCL version this build's NCCL backend loaded (e.g. 22809), 0 without one. Horovod's

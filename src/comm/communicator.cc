@@ -1,6 +1,8 @@
 // The parts of Communicator shared by every implementation: async forms and conveniences.
 #include "ronde/communicator.h"
 
+#include "backends/backend_registry.h"
+
 namespace ronde {
 
 CommOptions CommOptions::fromSettings(const Settings& s) {
@@ -33,6 +35,34 @@ std::unique_ptr<Communicator> Communicator::subCommunicator(const std::vector<in
                                                             const std::string&) {
   throw makeError(ErrorCode::kConfig, "the ", transportName(),
                   " communicator cannot build a communicator over a subset of its ranks");
+}
+
+std::unique_ptr<Communicator> Communicator::deviceCommunicator(const std::string& backend,
+                                                               const std::string&, int) {
+  throw makeError(ErrorCode::kConfig, "the ", transportName(), " communicator cannot build a ",
+                  backend, " communicator beside itself");
+}
+
+std::unique_ptr<Communicator> Communicator::buildDeviceCommunicator(const CommOptions& mine,
+                                                                    const std::string& backend,
+                                                                    const std::string& name,
+                                                                    int cuda_device) const {
+  const Backend& chosen = deviceBackend(backend);  // Error(kConfig) when not built
+  if (size() > 1 && !mine.store) {
+    throw makeError(ErrorCode::kConfig, "a ", backend, " communicator beside the ",
+                    transportName(), " communicator needs ronde's rendezvous store, and ",
+                    describeRank(rank()), " has none (start the job with `ronde run`, or set ",
+                    "RONDE_STORE_ADDRESS)");
+  }
+  std::vector<int> everyone(static_cast<size_t>(size()));
+  for (int r = 0; r < size(); ++r) everyone[static_cast<size_t>(r)] = r;
+  CommOptions options = subsetOptions(mine, everyone, name);
+  options.cuda_device = cuda_device;
+  return chosen.create(options);
+}
+
+bool Communicator::supportsReduction(DataType, ReduceOp op) const {
+  return op != ReduceOp::kAdasum;  // not elementwise: the runtime runs it over allreduces
 }
 
 int Communicator::indexInSubset(const std::vector<int>& ranks) const {

@@ -43,6 +43,11 @@ class NativeCommunicator final : public Communicator {
   void barrier() override;
   std::unique_ptr<Communicator> subCommunicator(const std::vector<int>& ranks,
                                                 const std::string& name) override;
+  std::unique_ptr<Communicator> deviceCommunicator(const std::string& backend,
+                                                   const std::string& name,
+                                                   int cuda_device) override {
+    return buildDeviceCommunicator(options_, backend, name, cuda_device);
+  }
 
   using Communicator::abort;
   void abort(ErrorCode code, const std::string& reason) override;

@@ -112,8 +112,8 @@ NcclCommunicator::NcclCommunicator(const CommOptions& options) : options_(option
     if (descriptors_ != nullptr) cudaFree(descriptors_);
     if (host_descriptors_ != nullptr) cudaFreeHost(host_descriptors_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    if (options.store && options.size > 1) {
-      publishFirstFailure(*options.store, e.code(), e.what());
+    if (failureStore() && options.size > 1) {
+      publishFirstFailure(*failureStore(), e.code(), e.what());
     }
     throw;
   }
@@ -183,9 +183,9 @@ void NcclCommunicator::stopIfFailed(const char* what, Deadline deadline, bool fo
                     "; NCCL was aborted (a peer is missing, stopped, or called another "
                     "collective)");
   }
-  if (options_.store && size() > 1 && now >= next_store_check_) {
+  if (failureStore() && size() > 1 && now >= next_store_check_) {
     next_store_check_ = now + kPatience;
-    if (auto first = publishedFirstFailure(*options_.store, Duration{0})) {
+    if (auto first = publishedFirstFailure(*failureStore(), Duration{0})) {
       abortNccl();
       throw *first;
     }
@@ -217,7 +217,7 @@ void NcclCommunicator::abort(ErrorCode code, const std::string& reason) {
       abort_code_ = code;
     }
   }
-  if (options_.store && options_.size > 1) publishFirstFailure(*options_.store, code, reason);
+  if (failureStore() && options_.size > 1) publishFirstFailure(*failureStore(), code, reason);
   // The worker's wait sees the flag and calls ncclCommAbort itself: NCCL calls stay on one
   // thread, and an idle communicator is aborted by its destructor.
   aborted_.store(true);
@@ -226,9 +226,9 @@ void NcclCommunicator::abort(ErrorCode code, const std::string& reason) {
 void NcclCommunicator::fail(const Error& error) {
   ErrorCode code = error.code();
   std::string message = error.what();
-  if ((code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) && options_.store &&
+  if ((code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) && failureStore() &&
       size() > 1) {
-    if (auto first = publishedFirstFailure(*options_.store, Duration{200})) {
+    if (auto first = publishedFirstFailure(*failureStore(), Duration{200})) {
       code = first->code();
       message = first->what();
     }
@@ -300,6 +300,10 @@ void* NcclCommunicator::scratch(size_t bytes) {
   checkCudaCall(cudaMalloc(&scratch_, bytes), "cudaMalloc of the scratch buffer");
   scratch_bytes_ = bytes;
   return scratch_;
+}
+
+bool NcclCommunicator::supportsReduction(DataType type, ReduceOp op) const {
+  return type != DataType::kInt16 && op != ReduceOp::kAdasum;  // ncclReduceType/ncclReduceOp
 }
 
 void NcclCommunicator::validateCounts(const std::vector<size_t>& counts, const char* what) const {

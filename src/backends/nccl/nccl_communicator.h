@@ -57,6 +57,7 @@ class NcclCommunicator final : public Communicator {
   void reducescatter(const void* in, void* out, const std::vector<size_t>& counts, DataType type,
                      ReduceOp op, Scaling scaling) override;
   void barrier() override;
+  bool supportsReduction(DataType type, ReduceOp op) const override;
 
   using Communicator::abort;
   void abort(ErrorCode code, const std::string& reason) override;
@@ -87,6 +88,11 @@ class NcclCommunicator final : public Communicator {
   void stopIfFailed(const char* what, Deadline deadline, bool forming);
   [[noreturn]] void fail(const Error& error);
   void abortNccl();
+  // Where the first failure is published and read: the failure record the runtime's
+  // communicators share (CommOptions::failure_store), else this communicator's store.
+  Store* failureStore() const {
+    return options_.failure_store ? options_.failure_store.get() : options_.store.get();
+  }
   void scale(const void* in, void* out, size_t count, DataType type, double factor);
   void* scratch(size_t bytes);
   void validateCounts(const std::vector<size_t>& counts, const char* what) const;
