@@ -16,9 +16,10 @@ enum class TransportKind { kAuto, kShm, kTcp };
 // Which communication backend runs the host collectives (Horovod's HOROVOD_CPU_OPERATIONS).
 // kAuto: the first of the preference list that serves the job (src/backends/backend_registry.cc).
 enum class CpuOperations { kAuto, kNative, kMpi };
-// How collectives on CUDA tensors run (Horovod's HOROVOD_GPU_OPERATIONS). kHost: staged through
-// pinned host memory and run by the host backend; kAuto: kHost for now; kNccl: the NCCL backend
-// on the device, which the runtime does not drive yet (Error(kConfig) at init).
+// How collectives on CUDA tensors run (Horovod's HOROVOD_GPU_OPERATIONS). kNccl: on the device
+// by the NCCL backend (every rank needs its own GPU; Error(kConfig) at init in a build without
+// NCCL); kHost: staged through pinned host memory and run by the host backend; kAuto: kNccl for
+// each process set whose ranks all have a GPU of their own, where the build has NCCL, else kHost.
 enum class GpuOperations { kAuto, kNccl, kHost };
 enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError, kFatal };
 

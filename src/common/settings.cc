@@ -65,9 +65,10 @@ const Field kFields[] = {
      "accepted as its Horovod name), or mpi (OpenMPI's collectives; needs a build with MPI and "
      "ranks started by mpirun or srun)."},
     {"GPU_OPERATIONS", &Settings::gpu_operations, nullptr,
-     "How collectives on CUDA tensors run: host (staged through pinned host memory and run by "
-     "the host backend; mpi and ronde are accepted for it), auto (host: the runtime does not "
-     "drive the NCCL backend yet), or nccl (refused at init until it does)."},
+     "How collectives on CUDA tensors run: nccl (on the device, by the NCCL backend; every "
+     "rank needs a GPU of its own), host (staged through pinned host memory and run by the "
+     "host backend; mpi and ronde are accepted for it), or auto (nccl for each process set "
+     "whose ranks all have a GPU of their own, where this build has NCCL; else host)."},
     {"GPU_STAGING_CHUNK_BYTES", &Settings::gpu_staging_chunk_bytes, kChunkBytes,
      "Host staging of CUDA tensors: the chunk whose device-to-host copy, host collective and "
      "host-to-device copy overlap those of the neighbouring chunks.", 4096},

@@ -30,6 +30,33 @@ void CommunicatorSet::addSet(int id, const std::vector<int>& ranks) {
   sets_[id] = std::move(comm);
 }
 
+Communicator* CommunicatorSet::device(int id, Device device) {
+  Communicator* host = data(id);
+  if (host == nullptr) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = devices_.find(id);
+    if (it != devices_.end()) return it->second.comm.get();
+  }
+  // Built outside the lock: forming it waits for the other members, and abortAll() must not
+  // wait behind that (it aborts the host communicators, whose failure record the device
+  // communicator watches while it forms).
+  std::unique_ptr<Communicator> comm =
+      device_factory_ ? device_factory_(*host, "device", device)
+                      : host->deviceCommunicator("nccl", "device", device.index);
+  std::lock_guard<std::mutex> lock(mutex_);
+  Communicator* made = comm.get();
+  devices_[id] = DeviceCommunicator{device, std::move(comm)};
+  return made;
+}
+
+std::optional<Device> CommunicatorSet::deviceOf(int id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = devices_.find(id);
+  if (it == devices_.end()) return std::nullopt;
+  return it->second.device;
+}
+
 void CommunicatorSet::setDataTuning(const CommTuning& tuning) {
   if (world_->tuning() != tuning) world_->setTuning(tuning);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -41,14 +68,22 @@ void CommunicatorSet::setDataTuning(const CommTuning& tuning) {
 
 void CommunicatorSet::removeSet(int id) {
   std::unique_ptr<Communicator> gone;
+  std::unique_ptr<Communicator> gone_device;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = sets_.find(id);
     if (it == sets_.end()) return;
     gone = std::move(it->second);
     sets_.erase(it);
+    auto device = devices_.find(id);
+    if (device != devices_.end()) {
+      gone_device = std::move(device->second.comm);
+      devices_.erase(device);
+    }
   }
-  // Destroyed outside the lock: it drains its queue and closes its links.
+  // Destroyed outside the lock (the device communicator first, it was built beside the other):
+  // they drain their queues and close their links.
+  gone_device.reset();
 }
 
 void CommunicatorSet::abortAll(ErrorCode code, const std::string& reason) {
@@ -57,6 +92,7 @@ void CommunicatorSet::abortAll(ErrorCode code, const std::string& reason) {
   if (control_) control_->abort(code, reason);
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [id, comm] : sets_) comm->abort(code, reason);
+  for (auto& [id, device] : devices_) device.comm->abort(code, reason);
 }
 
 void CommunicatorSet::throwIfAnyAborted() {
@@ -64,6 +100,7 @@ void CommunicatorSet::throwIfAnyAborted() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [id, comm] : sets_) all.push_back(comm.get());
+    for (auto& [id, device] : devices_) all.push_back(device.comm.get());
   }
   for (Communicator* comm : all) {
     if (comm == nullptr || !comm->aborted()) continue;
@@ -76,10 +113,13 @@ void CommunicatorSet::throwIfAnyAborted() {
 
 void CommunicatorSet::reset() {
   std::map<int, std::unique_ptr<Communicator>> sets;
+  std::map<int, DeviceCommunicator> devices;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     sets.swap(sets_);
+    devices.swap(devices_);
   }
+  devices.clear();  // before the host communicators whose rendezvous they were built beside
   sets.clear();
   control_.reset();
   world_.reset();

@@ -4,7 +4,10 @@
 //     never queue behind a collective's data on the same links or shm slots;
 //   - world data: the given communicator, for process set 0 (and join, which spans the world);
 //   - one data communicator per process set this rank belongs to (store prefix pset/<id>/),
-//     over the members only: a rank outside a set does no work and moves no bytes for it.
+//     over the members only: a rank outside a set does no work and moves no bytes for it;
+//   - under RONDE_GPU_OPERATIONS=nccl, beside a set's data communicator, a device communicator
+//     (NCCL) for its CUDA tensors, on one GPU of this rank, built when the set's first CUDA
+//     collective runs (store prefix <the set's>/device/).
 // They share the world's failure record, so whichever fails first is what every rank reports;
 // abortAll() ends them together.
 //
@@ -12,6 +15,7 @@
 // any thread (the liveness monitor, a user's abort) while it does.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "ronde/communicator.h"
+#include "ronde/runtime.h"
 
 namespace ronde::runtime {
 
@@ -41,6 +46,19 @@ class CommunicatorSet {
   // alone. A rank outside the set only records that it has none.
   void addSet(int id, const std::vector<int>& ranks);
   void removeSet(int id);
+  // Builds a set's device communicator over the same ranks as `host` (its data communicator),
+  // under the store prefix `name`, for buffers on `device`. The default is
+  // host.deviceCommunicator("nccl", ...); the CPU tests give a host communicator standing in.
+  using DeviceFactory = std::function<std::unique_ptr<Communicator>(
+      Communicator& host, const std::string& name, Device device)>;
+  void setDeviceFactory(DeviceFactory factory) { device_factory_ = std::move(factory); }
+  // The device communicator of set `id`, built on `device` when the set has none yet. The build
+  // is collective over the set's members: the executor asks at the same response on each (the
+  // plan is the same everywhere). Null when this rank is not a member. Background thread only.
+  Communicator* device(int id, Device device);
+  // The device that set `id`'s device communicator was built on; none before it was built.
+  std::optional<Device> deviceOf(int id);
+
   // Applies the communicator knobs to every data communicator of this rank, and to sets
   // built later. The control communicator keeps its own: it moves only small messages.
   void setDataTuning(const CommTuning& tuning);
@@ -60,6 +78,12 @@ class CommunicatorSet {
   std::mutex mutex_;                                   // guards sets_ against abortAll()
   std::map<int, std::unique_ptr<Communicator>> sets_;  // guarded by mutex_; this rank's sets
   std::optional<CommTuning> data_tuning_;  // set by setDataTuning; guarded by mutex_
+  struct DeviceCommunicator {
+    Device device;
+    std::unique_ptr<Communicator> comm;
+  };
+  std::map<int, DeviceCommunicator> devices_;  // guarded by mutex_; by set id
+  DeviceFactory device_factory_;
 };
 
 }  // namespace ronde::runtime

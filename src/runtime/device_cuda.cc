@@ -121,6 +121,13 @@ class CudaDeviceOps final : public DeviceOps {
 
   Device device() const override { return device_; }
 
+  std::string identity() const override {
+    char bus_id[64] = {};
+    checkCuda(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device_.index),
+              "cudaDeviceGetPCIBusId");
+    return std::string("pci:") + bus_id;
+  }
+
   std::shared_ptr<ReadyEvent> markReady(uintptr_t stream) override {
     DeviceGuard guard(device_.index);
     auto ready = std::make_shared<CudaReadyEvent>(newEvent());
@@ -198,6 +205,13 @@ class CudaDeviceOps final : public DeviceOps {
               "cudaMemsetAsync");
   }
 
+  void synchronize(Queue queue, Deadline deadline) override {
+    DeviceGuard guard(device_.index);
+    cudaEvent_t done = queue == Queue::kIn ? in_done_ : out_done_;
+    checkCuda(cudaEventRecord(done, queue == Queue::kIn ? in_ : out_), "cudaEventRecord");
+    waitEvent(done, deadline, "the device's packing copies");
+  }
+
   void finish(uintptr_t stream, Deadline deadline) override {
     DeviceGuard guard(device_.index);
     checkCuda(cudaEventRecord(out_done_, out_), "cudaEventRecord");
@@ -240,6 +254,15 @@ class CudaDeviceOps final : public DeviceOps {
 
 std::unique_ptr<DeviceOps> makeCudaDeviceOps(Device device) {
   return std::make_unique<CudaDeviceOps>(device);
+}
+
+int visibleCudaDevices() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // not this process's next error
+    return 0;
+  }
+  return count;
 }
 
 }  // namespace ronde::runtime

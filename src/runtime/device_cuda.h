@@ -14,4 +14,7 @@ namespace ronde::runtime {
 // Error(kIo) naming the CUDA error when the device cannot be used (no driver, bad index).
 std::unique_ptr<DeviceOps> makeCudaDeviceOps(Device device);
 
+// How many CUDA devices this process sees; 0 where there is no driver or no GPU.
+int visibleCudaDevices();
+
 }  // namespace ronde::runtime

@@ -1,4 +1,6 @@
-// The executor's path for CUDA tensors: host staging (RONDE_GPU_OPERATIONS=host).
+// The executor's path for CUDA tensors: host staging (RONDE_GPU_OPERATIONS=host), and the
+// choice between it and a device communicator (RONDE_GPU_OPERATIONS=nccl,
+// device_comm_executor.cc).
 //   - allreduce, one tensor: its chunks go device -> pinned host -> collective -> device, the
 //     prescale and postscale applied by the host collective;
 //   - allreduce, fused: the batched copy kernel packs the tensors into the device fusion buffer
@@ -15,6 +17,7 @@
 #include <optional>
 #include <set>
 
+#include "runtime/device_output.h"
 #include "runtime/device_staging.h"
 #include "runtime/executor.h"
 
@@ -39,8 +42,8 @@ class HostView final : public Tensor {
   std::vector<int64_t> shape_;
 };
 
-// The device tensor a result goes to: the request's output, else the allocator's, else (when
-// allowed) the input, else a new tensor on the input's device. Checks device, dtype and size.
+}  // namespace
+
 std::shared_ptr<Tensor> deviceOutput(DeviceOps& ops, LocalRequest& local,
                                      const std::vector<int64_t>& shape, bool in_place_default) {
   Request& request = local.request;
@@ -62,8 +65,6 @@ std::shared_ptr<Tensor> deviceOutput(DeviceOps& ops, LocalRequest& local,
   }
   return out;
 }
-
-}  // namespace
 
 void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<int64_t>* result) {
   // This rank's device: its first tensor's. A process's fused tensors must share it (one GPU
@@ -89,6 +90,16 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
   const Descriptor& d = parts[0].response->descriptor();
   const bool adasum = d.op == ReduceOp::kAdasum;
   const bool allreduce = kind == static_cast<uint8_t>(RequestKind::kAllreduce) && !adasum;
+  if (device) home_device_ = device;
+  Communicator* device_comm = nullptr;
+  if (device_comms_ != DeviceComms::kOff && devices_ != nullptr) {
+    try {
+      device_comm = deviceCommunicatorFor(kind, parts, device);  // sets `device` when it runs
+    } catch (...) {
+      restore();
+      throw;
+    }
+  }
   if (!device) {  // joined, or every tensor refused: contribute zeros from the host
     if (allreduce) {
       zerosInChunks(parts);  // the same collectives, chunk for chunk, as the ranks staging
@@ -111,7 +122,9 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
       if (p.local->ready) ops.waitReady(*p.local->ready);
       streams.insert(p.local->request.stream);
     }
-    if (allreduce) {
+    if (device_comm != nullptr) {
+      runOnDeviceComm(*device_comm, ops, kind, parts, result);
+    } else if (allreduce) {
       if (parts.size() == 1) {
         deviceAllreduceSingle(ops, parts[0]);
       } else {
@@ -127,7 +140,8 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
   } catch (const Error& e) {
     ops.drain();
     restore();
-    if (comm_->aborted()) throw;  // a communicator's failure names whom it lost already
+    // A communicator's failure names whom it lost already.
+    if (comm_->aborted() || (device_comm != nullptr && device_comm->aborted())) throw;
     // The other ranks are in (or past) the same collective: the runtime aborts them all.
     throw makeError(e.code(), comm_->describeRank(comm_->rank()), ", cuda:", device->index, ": ",
                     e.what());

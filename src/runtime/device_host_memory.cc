@@ -152,14 +152,24 @@ void HostMemoryDevice::copyOnDevice(Queue queue, const std::vector<cuda::CopySeg
                                     const cuda::CopyConversion& conversion) {
   cuda::checkConversion(conversion);
   Worker& worker = queue == Queue::kIn ? *in_ : *out_;
-  worker.push([segments, conversion] { cuda::referenceBatchedCopy(segments, conversion); });
+  auto delay = options_.copy_delay;
+  worker.push([segments, conversion, delay] {
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    cuda::referenceBatchedCopy(segments, conversion);
+  });
 }
 
 void HostMemoryDevice::zeroOnDevice(Queue queue, void* device, size_t bytes) {
   Worker& worker = queue == Queue::kIn ? *in_ : *out_;
-  worker.push([device, bytes] {
+  auto delay = options_.copy_delay;
+  worker.push([device, bytes, delay] {
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
     if (bytes > 0) std::memset(device, 0, bytes);
   });
+}
+
+void HostMemoryDevice::synchronize(Queue queue, Deadline deadline) {
+  (queue == Queue::kIn ? *in_ : *out_).waitAll(deadline);
 }
 
 void HostMemoryDevice::finish(uintptr_t stream, Deadline deadline) {

@@ -18,7 +18,8 @@
 namespace ronde::runtime {
 
 struct HostMemoryDeviceOptions {
-  std::chrono::microseconds copy_delay{0};  // each copy sleeps this long first
+  // Each copy sleeps this long first: device-to-host, host-to-device and on the device.
+  std::chrono::microseconds copy_delay{0};
   int64_t fail_at_copy = -1;  // >= 0: this copy (counted from 0, both directions) fails
 };
 
@@ -43,6 +44,9 @@ class HostMemoryDevice final : public DeviceOps {
   ~HostMemoryDevice() override;
 
   Device device() const override { return device_; }
+  std::string identity() const override {
+    return "host-memory:" + std::to_string(device_.index);
+  }
   std::shared_ptr<ReadyEvent> markReady(uintptr_t stream) override;
   void waitReady(const ReadyEvent& event) override;
   void* deviceBuffer(size_t bytes) override;
@@ -54,6 +58,7 @@ class HostMemoryDevice final : public DeviceOps {
   void copyOnDevice(Queue queue, const std::vector<cuda::CopySegment>& segments,
                     const cuda::CopyConversion& conversion) override;
   void zeroOnDevice(Queue queue, void* device, size_t bytes) override;
+  void synchronize(Queue queue, Deadline deadline) override;
   void finish(uintptr_t stream, Deadline deadline) override;
   void drain() noexcept override;
 

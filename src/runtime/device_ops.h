@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/deadline.h"
@@ -35,6 +36,9 @@ class DeviceOps {
 
   virtual ~DeviceOps() = default;
   virtual Device device() const = 0;
+  // What tells this GPU from every other of its host, whatever CUDA_VISIBLE_DEVICES renumbered
+  // (CUDA: its PCI bus id): two ranks of a host with the same identity share one GPU.
+  virtual std::string identity() const = 0;
 
   // At enqueue: records the current point of `stream` (Request::stream).
   virtual std::shared_ptr<ReadyEvent> markReady(uintptr_t stream) = 0;
@@ -59,6 +63,10 @@ class DeviceOps {
   virtual void copyOnDevice(Queue queue, const std::vector<cuda::CopySegment>& segments,
                             const cuda::CopyConversion& conversion) = 0;
   virtual void zeroOnDevice(Queue queue, void* device, size_t bytes) = 0;
+  // The host waits until everything issued to `queue` so far has finished (Error(kTimeout) at
+  // `deadline`): before a device communicator, which runs on a stream of its own, reads what
+  // the queue packed or what the requests' ready events guard.
+  virtual void synchronize(Queue queue, Deadline deadline) = 0;
 
   // Ends an operation: `stream` waits (on the device) for everything issued to kOut, and the
   // host waits until both queues are idle, so that the outputs are ready on the caller's stream

@@ -23,6 +23,14 @@ DeviceOps& DeviceSet::ops(Device device) {
   return *it->second;
 }
 
+Device DeviceSet::fallbackDevice(int local_rank) {
+  int count = 0;
+#if defined(RONDE_HAVE_CUDA)
+  count = visibleCudaDevices();
+#endif
+  return {Device::Kind::kCuda, count > 0 ? local_rank % count : local_rank};
+}
+
 DeviceOpsFactory defaultDeviceOpsFactory() {
 #if defined(RONDE_HAVE_CUDA)
   return [](Device device) { return makeCudaDeviceOps(device); };

@@ -23,6 +23,10 @@ class DeviceSet {
 
   // Error(kInvalidArgument) when this build cannot use `device`.
   DeviceOps& ops(Device device);
+  // The GPU a rank uses when it has no tensor to say which (a joined rank taking part in a
+  // device communicator's first collective): its local rank among the visible devices, as
+  // launchers pin one GPU per local rank.
+  static Device fallbackDevice(int local_rank);
 
  private:
   DeviceOpsFactory factory_;

@@ -5,12 +5,16 @@
 // takes part in the world's allreduces, contributing zeros. Failures of this rank alone (an
 // output the allocator refused) still take part in the collective, then fail the handle; a
 // communicator failure propagates: it is fatal. CUDA tensors go through host staging
-// (device_executor.cc); a device failure there is fatal too. Used by the background thread only.
+// (device_executor.cc) or, under RONDE_GPU_OPERATIONS=nccl, run on the set's device
+// communicator (device_comm_executor.cc); a device failure there is fatal too. Used by the
+// background thread only.
 #pragma once
 
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "ronde/communicator.h"
@@ -50,11 +54,23 @@ class Executor {
   Executor(CommunicatorSet& comms, ProcessSets& sets) : comms_(comms), sets_(sets) {}
 
   void setTimeline(Timeline* timeline) { timeline_ = timeline; }
+  // Whether CUDA tensors' collectives run on the process sets' device communicators (NCCL)
+  // instead of being staged through host memory.
+  enum class DeviceComms {
+    kOff,
+    // Where every member of the set has a GPU of its own (decided per set, at its first CUDA
+    // collective, by all members alike); else staged. RONDE_GPU_OPERATIONS=auto.
+    kWhereEachRankHasAGpu,
+    // Always; members sharing a GPU are an Error(kConfig) naming them. RONDE_GPU_OPERATIONS=nccl.
+    kRequired,
+  };
   // Where CUDA tensors' device work goes, the staging chunk and the longest wait for a copy.
-  void setDevices(DeviceSet* devices, size_t staging_chunk_bytes, Duration timeout) {
+  void setDevices(DeviceSet* devices, size_t staging_chunk_bytes, Duration timeout,
+                  DeviceComms device_comms = DeviceComms::kOff) {
     devices_ = devices;
     staging_chunk_bytes_ = staging_chunk_bytes;
     device_timeout_ = timeout;
+    device_comms_ = device_comms;
   }
   // False when this rank is outside the unit's process set (it did nothing).
   bool run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
@@ -88,6 +104,25 @@ class Executor {
                               std::vector<int64_t>* result,
                               std::vector<std::shared_ptr<Tensor>>& keep_alive);
 
+  // device_comm_executor.cc: the same collectives on the set's device communicator.
+  // The device communicator a response runs on, or null when it stays on host staging (Adasum,
+  // a reduction the communicator lacks). Builds the set's communicator on first use, on this
+  // rank's device; parts on another device fail.
+  Communicator* deviceCommunicatorFor(uint8_t kind, std::vector<Part>& parts,
+                                      std::optional<Device>& device);
+  // Whether every member of the unit's set uses a GPU of its own, `mine` being this rank's
+  // (collective over the set's data communicator). Under kRequired a shared GPU throws.
+  bool everyMemberHasItsOwnGpu(const Response& response, DeviceOps& mine);
+  void runOnDeviceComm(Communicator& comm, DeviceOps& ops, uint8_t kind, std::vector<Part>& parts,
+                       std::vector<int64_t>* result);
+  void deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vector<Part>& parts);
+  void deviceCommBroadcast(Communicator& comm, DeviceOps& ops, std::vector<Part>& parts);
+  void deviceCommAllgather(Communicator& comm, DeviceOps& ops, Part& part);
+  void deviceCommAllgatherFused(Communicator& comm, DeviceOps& ops, std::vector<Part>& parts);
+  void deviceCommAlltoall(Communicator& comm, DeviceOps& ops, Part& part,
+                          std::vector<int64_t>* received_rows);
+  void deviceCommReducescatter(Communicator& comm, DeviceOps& ops, Part& part);
+
   CommunicatorSet& comms_;
   ProcessSets& sets_;
   Communicator* comm_ = nullptr;  // the unit's data communicator, during run()
@@ -95,6 +130,11 @@ class Executor {
   DeviceSet* devices_ = nullptr;
   size_t staging_chunk_bytes_ = 4 << 20;
   Duration device_timeout_ = std::chrono::seconds(300);
+  DeviceComms device_comms_ = DeviceComms::kOff;
+  std::set<int> staged_sets_;  // sets whose members share a GPU: staged under kWhereEachRankHasAGpu
+  // The device this rank's CUDA tensors were last on: where a rank with none in a response (it
+  // joined) takes part in a device communicator's collective.
+  std::optional<Device> home_device_;
   std::vector<unsigned char> fusion_buffer_;
   std::vector<unsigned char> scratch_;
   std::vector<unsigned char> scratch_in_;

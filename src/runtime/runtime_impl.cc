@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "backends/backend_registry.h"
 #include "common/logging.h"
 #include "runtime/allocator_tuning.h"
 #include "runtime/request_validation.h"
@@ -25,7 +26,7 @@ RequestKey tensorKey(const Descriptor& d) { return {d.process_set, tensorName(d.
 
 RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm,
                          const std::vector<std::vector<int>>& process_sets,
-                         DeviceOpsFactory devices)
+                         DeviceOpsFactory devices, CommunicatorSet::DeviceFactory device_comms)
     : settings_(settings),
       comms_(std::make_unique<CommunicatorSet>(std::move(comm))),
       rank_(comms_->world().rank()),
@@ -58,18 +59,29 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
     throw makeError(ErrorCode::kConfig, "RONDE_CACHE_CAPACITY must be >= 0, not ",
                     settings.cache_capacity);
   }
-  if (settings.gpu_operations == GpuOperations::kNccl) {
+  // A device backend: NCCL where this build has it, or the stand-in a test gives.
+  const bool device_backend = device_comms || deviceBackendBuilt("nccl");
+  if (settings.gpu_operations == GpuOperations::kNccl && !device_backend) {
     throw makeError(ErrorCode::kConfig,
-                    "RONDE_GPU_OPERATIONS=nccl: the runtime does not run CUDA tensors on NCCL yet; "
-                    "use host (or auto), which stages them through host memory (docs/gpu.md)");
+                    "RONDE_GPU_OPERATIONS=nccl, but this build of ronde has no NCCL (it is built "
+                    "where CMake finds nvcc and NCCL, docs/gpu.md); unset it, or set host, to "
+                    "stage CUDA tensors through host memory");
   }
+  Executor::DeviceComms device_mode = Executor::DeviceComms::kOff;
+  if (settings.gpu_operations == GpuOperations::kNccl) {
+    device_mode = Executor::DeviceComms::kRequired;
+  } else if (settings.gpu_operations == GpuOperations::kAuto && device_backend) {
+    device_mode = Executor::DeviceComms::kWhereEachRankHasAGpu;
+  }
+  comms_->setDeviceFactory(std::move(device_comms));
   if (settings.malloc_tuning) {
     log(LogLevel::kDebug,
         "malloc: ", tuneAllocator([](const char* name) { return std::getenv(name); }));
   }
   executor_.setDevices(&devices_, static_cast<size_t>(settings.gpu_staging_chunk_bytes),
                        std::chrono::duration_cast<Duration>(
-                           std::chrono::duration<double>(settings.timeout_seconds)));
+                           std::chrono::duration<double>(settings.timeout_seconds)),
+                       device_mode);
   registerInitialProcessSets(process_sets);
   initKnobs();
   // Horovod's HOROVOD_TIMELINE=DYNAMIC: a timeline that start_timeline() starts later.

@@ -45,10 +45,11 @@ class RuntimeImpl final : public Runtime {
  public:
   // `process_sets` get ids 1, 2, ...; every rank must pass the same (checked here, collectively).
   // `devices` makes the device operations of CUDA tensors (empty: this build's; the CPU tests
-  // give host-memory devices).
+  // give host-memory devices), `device_comms` the process sets' device communicators (empty:
+  // NCCL's, where this build has it; the CPU tests give host communicators standing in).
   RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator> comm,
               const std::vector<std::vector<int>>& process_sets = {},
-              DeviceOpsFactory devices = {});
+              DeviceOpsFactory devices = {}, CommunicatorSet::DeviceFactory device_comms = {});
   ~RuntimeImpl() override;
 
   void shutdown() override;
