@@ -19,7 +19,9 @@
 #     bench.txt, bench.jsonl  tests/gpu/fusion_kernels_bench: pack/unpack 200 x 16 KiB, scale and
 #                           cast bandwidth vs a device-to-device copy, pinned H2D/D2H
 #     staging_gpu.txt       tests/gpu/runtime_staging_gpu_test: CUDA tensors through the runtime,
-#                           host-staged, 2 ranks sharing the GPU, every collective x dtype x op
+#                           every collective x dtype x op: host-staged with 2 ranks sharing the
+#                           GPU (host, and auto, which must see that they share it), and on
+#                           NCCL with 1 rank (RONDE_GPU_OPERATIONS=nccl; 2 ranks: the error)
 #     staging_bench.txt     its DISABLED_StagingBench: 64 MiB staged allreduce vs host allreduce
 #                           plus the two pinned copies (one JSON line)
 #     torch_core.txt        ronde._core compiled here for this machine's Python (pybind11
@@ -27,6 +29,7 @@
 #                           libronde
 #     torch_staging.txt     tests/gpu/torch_staging_check.py under `ronde run -np 2`: ronde.torch
 #                           on CUDA tensors, every collective x dtype x op vs a CPU reference
+#     torch_nccl.txt        the same under `ronde run -np 1` with RONDE_GPU_OPERATIONS=nccl
 #     summary.txt           one line per step: passed / FAILED
 # NCCL will not run two ranks on one GPU, so multi-rank NCCL runs are not part of this check.
 # Exit status: 0 when every step passed.
@@ -171,6 +174,8 @@ if py=$(torch_python); then
   fi
   step torch-staging torch_staging.txt env PYTHONPATH="$stage" RONDE_GPU_OPERATIONS=host \
     "$bin/ronde" run -np 2 "$py" tests/gpu/torch_staging_check.py
+  step torch-nccl torch_nccl.txt env PYTHONPATH="$stage" RONDE_GPU_OPERATIONS=nccl \
+    "$bin/ronde" run -np 1 "$py" tests/gpu/torch_staging_check.py
 else
   echo "torch-staging: FAILED (no python with torch seeing a GPU)" | tee -a "$summary"
   status=1

@@ -1,9 +1,12 @@
-// CUDA tensors through the runtime on a real GPU: 2 ranks (forked processes) sharing the one
-// GPU through host staging (RONDE_GPU_OPERATIONS=host), every collective x dtype x op against
-// host-computed values. Each rank produces its inputs on a stream of its own behind a 50 ms
-// host callback, so a runtime that read them without waiting on the request's ready event would
-// read the zeros that were there before; outputs are read back on that same stream right after
-// the handle completes, with no device synchronisation in between.
+// CUDA tensors through the runtime on a real GPU, every collective x dtype x op against
+// host-computed values: 2 ranks (forked processes) sharing the one GPU through host staging
+// (RONDE_GPU_OPERATIONS=host, and auto, which must find that they share it), and one rank on
+// the NCCL backend (RONDE_GPU_OPERATIONS=nccl: NCCL refuses two ranks on one GPU, so a world of
+// one is all one GPU can show; with two ranks on it, nccl must be an error naming them).
+// Each rank produces its inputs on a stream of its own behind a 50 ms host callback, so a
+// runtime that read them without waiting on the request's ready event would read the zeros
+// that were there before; outputs are read back on that same stream right after the handle
+// completes, with no device synchronisation in between.
 //
 // DISABLED_StagingBench.* (run by scripts/device_check.sh with --gtest_also_run_disabled_tests)
 // prints the 64 MiB staged allreduce beside a host allreduce plus its two copies.
@@ -213,18 +216,19 @@ void otherKinds(Runtime& rt, int rank, int size) {
         }
       });
       auto b = s.input(type, {20000 + k}, rank, 20 + k);
+      const int root = size - 1;
       Request br;
       br.kind = RequestKind::kBroadcast;
       br.name = "bc." + tag + std::to_string(k);
       br.input = br.output = b;
-      br.root = 1;
+      br.root = root;
       br.stream = s.id();
       auto bh = rt.enqueue(br);
-      checks.push_back([&s, bh, b, k, type] {
+      checks.push_back([&s, bh, b, k, type, root] {
         bh->wait(std::chrono::seconds(120));
         std::vector<unsigned char> got = s.read(*b);
         for (size_t i = 0; i < b->numel(); ++i)
-          REQUIRE(loadValue(type, got.data(), i) == inputValue(type, 1, i, 20 + k),
+          REQUIRE(loadValue(type, got.data(), i) == inputValue(type, root, i, 20 + k),
                   "broadcast " << dataTypeName(type) << " element " << i);
       });
     }
@@ -261,7 +265,8 @@ void otherKinds(Runtime& rt, int rank, int size) {
       checks.push_back([&s, h, rank, size, type] {
         h->wait(std::chrono::seconds(120));
         std::vector<unsigned char> got = s.read(*h->output());
-        size_t first = rank == 0 ? 0 : 501 * 4;
+        size_t first = 0;  // rows of the ranks before this one: 1001 split as evenly as can be
+        for (int r = 0; r < rank; ++r) first += (1001 / size + (r < 1001 % size ? 1 : 0)) * 4;
         for (size_t i = 0; i < h->output()->numel(); ++i)
           REQUIRE(loadValue(type, got.data(), i) ==
                       expectedReduction(type, ReduceOp::kSum, size, first + i, 40),
@@ -272,9 +277,10 @@ void otherKinds(Runtime& rt, int rank, int size) {
   }
 }
 
-void runGpuRanks(const Settings& settings, const std::function<void(Runtime&, int, int)>& body) {
+void runGpuRanks(const Settings& settings, const std::function<void(Runtime&, int, int)>& body,
+                 int ranks = 2) {
   RankSpec spec;
-  spec.size = 2;
+  spec.size = ranks;
   spec.timeout_seconds = 240;
   runRuntimeRanks(spec, settings, [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
     body(*rt, ctx.rank, ctx.size);
@@ -322,6 +328,59 @@ TEST(RuntimeStagingGpu, NewOutputsAreDeviceMemory) {
                   inputValue(DataType::kFloat32, 1, i, 1),
               "element " << i);
     (void)size;
+  });
+}
+
+// RONDE_GPU_OPERATIONS=auto, two ranks on one GPU: the runtime finds (by PCI bus id) that they
+// share it, and stages instead of forming an NCCL communicator NCCL would refuse.
+TEST(RuntimeStagingGpu, AutoStagesRanksSharingTheGpu) {
+  SKIP_WITHOUT_GPU_IN_A_CHILD();
+  Settings s = stagingSettings(64 << 20);
+  s.gpu_operations = GpuOperations::kAuto;
+  runGpuRanks(s, allreduceEverything);
+}
+
+Settings ncclSettings(int64_t fusion_threshold) {
+  Settings s = stagingSettings(fusion_threshold);
+  s.gpu_operations = GpuOperations::kNccl;
+  return s;
+}
+
+TEST(RuntimeNcclGpu, AllreduceEveryDtypeAndOpOneTensorAtATime) {
+  SKIP_WITHOUT_GPU_IN_A_CHILD();
+  runGpuRanks(ncclSettings(0), allreduceEverything, 1);
+}
+
+TEST(RuntimeNcclGpu, AllreduceEveryDtypeAndOpFused) {
+  SKIP_WITHOUT_GPU_IN_A_CHILD();
+  runGpuRanks(ncclSettings(64 << 20), allreduceEverything, 1);
+}
+
+TEST(RuntimeNcclGpu, OtherCollectivesOneAtATime) {
+  SKIP_WITHOUT_GPU_IN_A_CHILD();
+  runGpuRanks(ncclSettings(0), otherKinds, 1);
+}
+
+TEST(RuntimeNcclGpu, OtherCollectivesFused) {
+  SKIP_WITHOUT_GPU_IN_A_CHILD();
+  runGpuRanks(ncclSettings(64 << 20), otherKinds, 1);
+}
+
+TEST(RuntimeNcclGpu, TwoRanksOnOneGpuAreAnErrorNamingThem) {
+  SKIP_WITHOUT_GPU_IN_A_CHILD();
+  runGpuRanks(ncclSettings(0), [](Runtime& rt, int rank, int) {
+    LateStream s;
+    Request r;
+    r.name = "shared";
+    r.input = r.output = s.input(DataType::kFloat32, {100}, rank, 1);
+    r.stream = s.id();
+    try {
+      rt.enqueue(r)->wait(std::chrono::seconds(120));
+      REQUIRE(false, "two ranks on one GPU were accepted under RONDE_GPU_OPERATIONS=nccl");
+    } catch (const Error& e) {
+      REQUIRE(std::string(e.what()).find("share one GPU") != std::string::npos, e.what());
+    }
+    rt.shutdown();
   });
 }
 

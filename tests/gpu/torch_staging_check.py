@@ -1,8 +1,9 @@
-"""ronde.torch on CUDA tensors, host-staged (RONDE_GPU_OPERATIONS=host), on the lent GPU machine:
-every collective x dtype x op against a CPU reference computed here from every rank's inputs.
+"""ronde.torch on CUDA tensors on the lent GPU machine: every collective x dtype x op against a
+CPU reference computed here from every rank's inputs.
 
 Run by scripts/device_check.sh as `ronde run -np 2 python3 tests/gpu/torch_staging_check.py`
-(both ranks share the one GPU). Inputs are produced on torch's current stream behind
+(both ranks share the one GPU, host-staged: RONDE_GPU_OPERATIONS=host, the default here), and
+with RONDE_GPU_OPERATIONS=nccl under `ronde run -np 1` (NCCL will not put two ranks on one GPU). Inputs are produced on torch's current stream behind
 torch.cuda._sleep, and results are read with no synchronisation beyond what ronde promises
 (the output is ready on the caller's stream when the handle completes), so a runtime that
 read inputs early or finished before its copies would fail here. Exit status 0: all passed.
@@ -107,8 +108,8 @@ def main():
         expect("allgather %s" % dtype,
                hvd.allgather(late(parts[rank], device), name="ag.%s" % dtype), torch.cat(parts))
         b = late(values(rank, 5000, dtype, 8), device)
-        hvd.broadcast_(b, root_rank=1, name="bc.%s" % dtype)
-        expect("broadcast %s" % dtype, b, values(1, 5000, dtype, 8))
+        hvd.broadcast_(b, root_rank=size - 1, name="bc.%s" % dtype)
+        expect("broadcast %s" % dtype, b, values(size - 1, 5000, dtype, 8))
         sends = [values(r, size * 40 * 2, dtype, 9).reshape(size * 40, 2) for r in range(size)]
         got = hvd.alltoall(late(sends[rank], device), name="a2a.%s" % dtype)
         want = torch.cat([s[rank * 40:(rank + 1) * 40] for s in sends])
