@@ -253,6 +253,50 @@ TEST(DeviceCommRuntime, ATensorOnAnotherGpuFailsAlone) {
       withStandIn());
 }
 
+// RONDE_GPU_HIERARCHICAL_ALLREDUCE with 2 hosts of 2 ranks: reduce-scatter on the device inside
+// each host, each share across hosts through host memory, allgather inside each host.
+TEST(DeviceCommRuntime, HierarchicalAllreduceAcrossTwoHosts) {
+  for (int64_t fusion : {int64_t{0}, int64_t{64} << 20}) {
+    Settings s = ncclSettings();
+    s.gpu_hierarchical_allreduce = true;
+    s.gpu_staging_chunk_bytes = 4096;  // the shares cross hosts in several chunks
+    s.fusion_threshold_bytes = fusion;
+    DeviceRanks ranks = withStandIn(4);
+    ranks.hosts = {"a", "a", "b", "b"};
+    runDeviceRanks(
+        s,
+        [](DeviceWorld& world, RuntimeContext& ctx) {
+          allreduceEverything(world, ctx);
+          REQUIRE(world.device_reducescatters > 0, "the allreduces were reduce-scattered");
+          REQUIRE(world.device_comms_built == 2,
+                  "a device communicator over the set and one over this host's ranks, not "
+                      << world.device_comms_built.load());
+          REQUIRE(world.stagingCopies() > 0, "the shares crossed hosts through host memory");
+          otherKinds(world, ctx);  // the flat device communicator still serves the rest
+        },
+        ranks);
+  }
+}
+
+// One host, or one rank per host: nothing to split, so the flat allreduce runs.
+TEST(DeviceCommRuntime, HierarchicalAllreduceFallsBackToFlatWhereALevelIsOneRank) {
+  Settings s = ncclSettings();
+  s.gpu_hierarchical_allreduce = true;
+  for (std::vector<std::string> hosts :
+       {std::vector<std::string>{}, std::vector<std::string>{"a", "b"}}) {
+    DeviceRanks ranks = withStandIn(2);
+    ranks.hosts = hosts;
+    runDeviceRanks(
+        s,
+        [](DeviceWorld& world, RuntimeContext& ctx) {
+          allreduceEverything(world, ctx);
+          REQUIRE(world.device_reducescatters == 0, "no reduce-scatter: the flat allreduce ran");
+          REQUIRE(world.device_comms_built == 1, "only the set's device communicator");
+        },
+        ranks);
+  }
+}
+
 // Two ranks of a host on one GPU cannot both join an NCCL communicator: under auto their set is
 // staged through host memory (and no device communicator is built); under nccl it is an error
 // naming both ranks.

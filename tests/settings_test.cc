@@ -110,6 +110,24 @@ TEST(SettingsTest, HorovodNameAlone) {
   EXPECT_FALSE(s.hierarchical_allreduce);
 }
 
+// In Horovod one variable turns the hierarchical allreduce on for every path; ronde's host path
+// has it on by default, and its NCCL path off, each with a RONDE_ variable of its own.
+TEST(SettingsTest, HorovodHierarchicalAllreduceSetsTheGpuPathToo) {
+  EXPECT_FALSE(read({}).gpu_hierarchical_allreduce);
+  EXPECT_TRUE(read({}).hierarchical_allreduce);
+  const Settings horovod = read({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}});
+  EXPECT_TRUE(horovod.hierarchical_allreduce);
+  EXPECT_TRUE(horovod.gpu_hierarchical_allreduce);
+  const Settings ronde = read({{"RONDE_HIERARCHICAL_ALLREDUCE", "1"}});
+  EXPECT_FALSE(ronde.gpu_hierarchical_allreduce);
+  const Settings gpu = read({{"RONDE_GPU_HIERARCHICAL_ALLREDUCE", "0"},
+                             {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"}});
+  EXPECT_FALSE(gpu.gpu_hierarchical_allreduce);  // ronde's own name first
+  EXPECT_TRUE(gpu.hierarchical_allreduce);
+  EXPECT_EQ(read({{"HOROVOD_GPU_HIERARCHICAL_ALLREDUCE", "1"}}).gpu_hierarchical_allreduce, false)
+      << "not a Horovod variable";
+}
+
 TEST(SettingsTest, EmptyValueCountsAsUnset) {
   const Settings s = read({{"RONDE_FUSION_THRESHOLD", ""}, {"HOROVOD_FUSION_THRESHOLD", "7"}});
   EXPECT_EQ(s.fusion_threshold_bytes, 7);

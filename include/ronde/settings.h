@@ -43,6 +43,9 @@ struct Settings {
   CpuOperations cpu_operations = CpuOperations::kAuto;
   GpuOperations gpu_operations = GpuOperations::kAuto;
   int64_t gpu_staging_chunk_bytes = 4 * 1024 * 1024;  // host staging: copy/collective chunk
+  // NCCL inside each host, host memory across hosts (Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE
+  // for GPUs); off: one NCCL allreduce over every rank, which is NCCL's own strength.
+  bool gpu_hierarchical_allreduce = false;
   double timeout_seconds = 300;      // longest wait inside a collective
   double start_timeout_seconds = 60; // longest wait for all ranks to meet
   LogLevel log_level = LogLevel::kWarning;

@@ -29,6 +29,8 @@ struct Field {
   const char* help;
   int64_t minimum = 0;  // numbers: the least valid value (a 0-byte chunk would crawl)
   bool nonzero = false;  // real numbers: 0 is not valid either
+  // The Horovod variable that means this setting, where it is not HOROVOD_<name>.
+  const char* horovod_name = nullptr;
 };
 
 constexpr const char* kRank = "a rank (an integer >= 0)";
@@ -72,6 +74,12 @@ const Field kFields[] = {
     {"GPU_STAGING_CHUNK_BYTES", &Settings::gpu_staging_chunk_bytes, kChunkBytes,
      "Host staging of CUDA tensors: the chunk whose device-to-host copy, host collective and "
      "host-to-device copy overlap those of the neighbouring chunks.", 4096},
+    {"GPU_HIERARCHICAL_ALLREDUCE", &Settings::gpu_hierarchical_allreduce, nullptr,
+     "CUDA allreduces on NCCL across hosts of equal rank counts: reduce-scatter with NCCL inside "
+     "each host, allreduce each rank's share across hosts through host memory on the host "
+     "backend, allgather with NCCL inside each host. Off: one NCCL allreduce over every rank. "
+     "Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE sets it too.",
+     0, false, "HOROVOD_HIERARCHICAL_ALLREDUCE"},
     {"TIMEOUT_SECONDS", &Settings::timeout_seconds, kSeconds,
      "Longest wait inside a collective before it fails with a timeout."},
     {"START_TIMEOUT", &Settings::start_timeout_seconds, kSeconds,
@@ -302,8 +310,11 @@ std::string format(const Field& field, const Settings& settings) {
 Settings Settings::fromLookup(const std::function<const char*(const std::string&)>& lookup) {
   Settings settings;
   for (const Field& field : kFields) {
-    for (const char* prefix : {"RONDE_", "HOROVOD_"}) {
-      std::string variable = std::string(prefix) + field.name;
+    const std::string ronde = std::string("RONDE_") + field.name;
+    const std::string horovod =
+        field.horovod_name != nullptr ? field.horovod_name : std::string("HOROVOD_") + field.name;
+    for (const std::string& name : {ronde, horovod}) {
+      std::string variable = name;
       const char* value = lookup(variable);
       if (value == nullptr || *value == '\0') continue;
       apply(field, Source{std::move(variable), value}, settings);

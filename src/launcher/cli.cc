@@ -99,14 +99,19 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          "Entries in the response cache; 0 disables it" + tableDefault("CACHE_CAPACITY"))
       ->check(atLeast(0))
       ->group("Tuning");
+  // Both paths, as horovodrun's flag sets HOROVOD_HIERARCHICAL_ALLREDUCE for both.
+  auto hierarchical = [env, host = variable("HIERARCHICAL_ALLREDUCE"),
+                       gpu = variable("GPU_HIERARCHICAL_ALLREDUCE")](const char* value) {
+    setVariable(env, host, value);
+    setVariable(env, gpu, value);
+  };
   run->add_flag_callback(
-         "--hierarchical-allreduce",
-         [env, name = variable("HIERARCHICAL_ALLREDUCE")] { setVariable(env, name, "1"); },
-         "Allreduce across hosts in two levels: inside each host, then across hosts")
+         "--hierarchical-allreduce", [hierarchical] { hierarchical("1"); },
+         "Allreduce across hosts in two levels, inside each host, then across hosts (host "
+         "tensors, and CUDA tensors on NCCL)")
       ->group("Tuning");
   run->add_flag_callback(
-         "--no-hierarchical-allreduce",
-         [env, name = variable("HIERARCHICAL_ALLREDUCE")] { setVariable(env, name, "0"); },
+         "--no-hierarchical-allreduce", [hierarchical] { hierarchical("0"); },
          "Allreduce with one flat algorithm across all ranks")
       ->group("Tuning");
   run->add_flag_callback(

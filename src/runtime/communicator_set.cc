@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "comm/topology.h"
+
 namespace ronde::runtime {
 
 CommunicatorSet::CommunicatorSet(std::unique_ptr<Communicator> world) : world_(std::move(world)) {
@@ -57,6 +59,47 @@ std::optional<Device> CommunicatorSet::deviceOf(int id) {
   return it->second.device;
 }
 
+std::optional<CommunicatorSet::DeviceHierarchy> CommunicatorSet::deviceHierarchy(int id,
+                                                                                 Device device) {
+  auto view = [](const std::optional<Hierarchy>& h) -> std::optional<DeviceHierarchy> {
+    if (!h) return std::nullopt;
+    return DeviceHierarchy{h->local.get(), h->cross.get()};
+  };
+  Communicator* host = data(id);
+  if (host == nullptr) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = hierarchies_.find(id);
+    if (it != hierarchies_.end()) return view(it->second);
+  }
+  std::vector<std::string> hosts;
+  for (int r = 0; r < host->size(); ++r) hosts.push_back(host->host(r));
+  const Topology topology = Topology::fromHosts(host->rank(), hosts);
+  std::optional<Hierarchy> made;
+  if (topology.homogeneous() && topology.crossSize() > 1 && topology.localSize() > 1) {
+    const std::vector<int>& local = topology.by_host[static_cast<size_t>(topology.crossRank())];
+    std::vector<int> cross;
+    for (const std::vector<int>& on_host : topology.by_host)
+      cross.push_back(on_host[static_cast<size_t>(topology.localRank())]);
+    std::sort(cross.begin(), cross.end());
+    // Under names no other group of this set uses: one local group per host, one cross group
+    // per local index.
+    Hierarchy h;
+    h.local_host = host->subCommunicator(local, "hierarchy/local/" +
+                                                    std::to_string(topology.crossRank()));
+    const std::string device_name = "device";
+    h.local = device_factory_ ? device_factory_(*h.local_host, device_name, device)
+                              : h.local_host->deviceCommunicator("nccl", device_name, device.index);
+    h.cross = host->subCommunicator(cross, "hierarchy/cross/" +
+                                               std::to_string(topology.localRank()));
+    made = std::move(h);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = hierarchies_[id];
+  slot = std::move(made);
+  return view(slot);
+}
+
 void CommunicatorSet::setDataTuning(const CommTuning& tuning) {
   if (world_->tuning() != tuning) world_->setTuning(tuning);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -69,6 +112,7 @@ void CommunicatorSet::setDataTuning(const CommTuning& tuning) {
 void CommunicatorSet::removeSet(int id) {
   std::unique_ptr<Communicator> gone;
   std::unique_ptr<Communicator> gone_device;
+  std::optional<Hierarchy> gone_hierarchy;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = sets_.find(id);
@@ -80,9 +124,15 @@ void CommunicatorSet::removeSet(int id) {
       gone_device = std::move(device->second.comm);
       devices_.erase(device);
     }
+    auto hierarchy = hierarchies_.find(id);
+    if (hierarchy != hierarchies_.end()) {
+      gone_hierarchy = std::move(hierarchy->second);
+      hierarchies_.erase(hierarchy);
+    }
   }
-  // Destroyed outside the lock (the device communicator first, it was built beside the other):
-  // they drain their queues and close their links.
+  // Destroyed outside the lock (the device communicators first, they were built beside the
+  // others): they drain their queues and close their links.
+  gone_hierarchy.reset();
   gone_device.reset();
 }
 
@@ -93,6 +143,11 @@ void CommunicatorSet::abortAll(ErrorCode code, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [id, comm] : sets_) comm->abort(code, reason);
   for (auto& [id, device] : devices_) device.comm->abort(code, reason);
+  for (auto& [id, h] : hierarchies_) {
+    if (!h) continue;
+    for (auto* comm : {h->local_host.get(), h->local.get(), h->cross.get()})
+      comm->abort(code, reason);
+  }
 }
 
 void CommunicatorSet::throwIfAnyAborted() {
@@ -101,6 +156,9 @@ void CommunicatorSet::throwIfAnyAborted() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [id, comm] : sets_) all.push_back(comm.get());
     for (auto& [id, device] : devices_) all.push_back(device.comm.get());
+    for (auto& [id, h] : hierarchies_) {
+      if (h) all.insert(all.end(), {h->local_host.get(), h->local.get(), h->cross.get()});
+    }
   }
   for (Communicator* comm : all) {
     if (comm == nullptr || !comm->aborted()) continue;
@@ -114,12 +172,21 @@ void CommunicatorSet::throwIfAnyAborted() {
 void CommunicatorSet::reset() {
   std::map<int, std::unique_ptr<Communicator>> sets;
   std::map<int, DeviceCommunicator> devices;
+  std::map<int, std::optional<Hierarchy>> hierarchies;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     sets.swap(sets_);
     devices.swap(devices_);
+    hierarchies.swap(hierarchies_);
   }
-  devices.clear();  // before the host communicators whose rendezvous they were built beside
+  // Before the host communicators whose rendezvous they were built beside.
+  for (auto& [id, h] : hierarchies) {
+    if (!h) continue;
+    h->local.reset();
+    h->cross.reset();
+    h->local_host.reset();
+  }
+  devices.clear();
   sets.clear();
   control_.reset();
   world_.reset();

@@ -58,6 +58,16 @@ class CommunicatorSet {
   Communicator* device(int id, Device device);
   // The device that set `id`'s device communicator was built on; none before it was built.
   std::optional<Device> deviceOf(int id);
+  // The two levels of set `id`'s hierarchical CUDA allreduce, built when first asked (by every
+  // member at the same response, as device()): a device communicator over the members on this
+  // rank's host, and a host communicator over the members of every host that have this rank's
+  // index on theirs. None when this rank is not a member, when the set's hosts have unequal
+  // rank counts, or when one level would be a single rank (one host, one rank per host).
+  struct DeviceHierarchy {
+    Communicator* local;  // device, this host's members
+    Communicator* cross;  // host memory, one member per host
+  };
+  std::optional<DeviceHierarchy> deviceHierarchy(int id, Device device);
 
   // Applies the communicator knobs to every data communicator of this rank, and to sets
   // built later. The control communicator keeps its own: it moves only small messages.
@@ -83,6 +93,12 @@ class CommunicatorSet {
     std::unique_ptr<Communicator> comm;
   };
   std::map<int, DeviceCommunicator> devices_;  // guarded by mutex_; by set id
+  struct Hierarchy {
+    std::unique_ptr<Communicator> local_host;  // what the local device communicator was built on
+    std::unique_ptr<Communicator> local;
+    std::unique_ptr<Communicator> cross;
+  };
+  std::map<int, std::optional<Hierarchy>> hierarchies_;  // guarded by mutex_; none: flat only
   DeviceFactory device_factory_;
 };
 

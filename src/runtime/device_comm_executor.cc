@@ -5,7 +5,8 @@
 //     the prescale and the postscale (and the average's 1/n);
 //   - allreduce, fused: the batched copy kernel packs the tensors into the device fusion buffer
 //     with the prescale, one collective reduces it in place, the kernel unpacks it with the
-//     postscale;
+//     postscale; with RONDE_GPU_HIERARCHICAL_ALLREDUCE across hosts, every allreduce is packed
+//     so, and reduced in two levels (deviceHierarchicalAllreduce);
 //   - broadcast: into the output (the root copies its input there first); fused: packed on the
 //     root, broadcast, unpacked everywhere;
 //   - allgather: into the output; fused: each rank's tensors packed into its block, gathered,
@@ -23,6 +24,7 @@
 #include "runtime/collective_layout.h"
 #include "runtime/device_output.h"
 #include "runtime/device_set.h"
+#include "runtime/device_staging.h"
 #include "runtime/executor.h"
 
 namespace ronde::runtime {
@@ -94,7 +96,7 @@ bool Executor::everyMemberHasItsOwnGpu(const Response& response, DeviceOps& mine
       const std::string clash = "ranks " + std::to_string(response.members[i]) + " and " +
                                 std::to_string(response.members[j]) + " on host " +
                                 comm_->host(a) + " share one GPU (" + gpuOf(i) + ")";
-      if (device_comms_ == DeviceComms::kRequired) {
+      if (device_.comms == DeviceComms::kRequired) {
         throw makeError(ErrorCode::kConfig, "RONDE_GPU_OPERATIONS=nccl: ", clash,
                         ", and NCCL needs a GPU per rank: give each rank its own (e.g. "
                         "torch.cuda.set_device(local_rank)), or set RONDE_GPU_OPERATIONS=host");
@@ -134,8 +136,12 @@ void Executor::deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vect
   const Response& first = *parts[0].response;
   const Descriptor& d0 = first.descriptor();
   const size_t element = dataTypeSize(d0.dtype);
-  const Deadline deadline = Deadline::after(device_timeout_);
-  if (parts.size() == 1) {
+  const Deadline deadline = Deadline::after(device_.timeout);
+  std::optional<CommunicatorSet::DeviceHierarchy> hierarchy;
+  if (device_.hierarchical_allreduce) {
+    hierarchy = comms_.deviceHierarchy(first.key.first, ops.device());
+  }
+  if (parts.size() == 1 && !hierarchy) {
     Part& p = parts[0];
     const size_t count = static_cast<size_t>(d0.numel());
     const void* in = nullptr;
@@ -165,7 +171,9 @@ void Executor::deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vect
   size_t total = 0;
   for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
   // Dense: the whole buffer is reduced, so padding between tensors would be work for nothing.
-  auto* buffer = static_cast<unsigned char*>(ops.deviceBuffer(total * element + 1));
+  // The hierarchical reduction keeps this rank's share of it behind it.
+  const size_t share = hierarchy ? total / static_cast<size_t>(hierarchy->local->size()) + 1 : 0;
+  auto* buffer = static_cast<unsigned char*>(ops.deviceBuffer((total + share) * element + 1));
   auto copy_start = Clock::now();
   std::vector<cuda::CopySegment> pack;
   std::vector<cuda::CopySegment> unpack;
@@ -192,7 +200,11 @@ void Executor::deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vect
   for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
 
   auto start = Clock::now();
-  comm.allreduce(buffer, buffer, total, d0.dtype, collectiveOp(d0), Scaling{});
+  if (hierarchy) {
+    deviceHierarchicalAllreduce(*hierarchy, ops, buffer, total, buffer + total * element, d0);
+  } else {
+    comm.allreduce(buffer, buffer, total, d0.dtype, collectiveOp(d0), Scaling{});
+  }
   for (Part& p : parts) span(p, "ALLREDUCE", start);
 
   auto out_start = Clock::now();
@@ -200,12 +212,37 @@ void Executor::deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vect
   for (Part& p : parts) span(p, "MEMCPY_OUT_FUSION_BUFFER", out_start);
 }
 
+// Horovod's hierarchical allreduce: the ranks of each host reduce-scatter the buffer on the
+// device (NCCL over NVLink or PCIe), each rank's share crosses the hosts through host memory on
+// the host backend (staged in chunks, so that the copies overlap the network), and the ranks of
+// each host allgather the reduced shares. A rank's share is the same size on every host (the
+// hosts run equal rank counts), so the ranks meeting across hosts run equal chunks.
+void Executor::deviceHierarchicalAllreduce(const CommunicatorSet::DeviceHierarchy& hierarchy,
+                                           DeviceOps& ops, unsigned char* buffer, size_t count,
+                                           unsigned char* share, const Descriptor& d) {
+  Communicator& local = *hierarchy.local;
+  const size_t ranks = static_cast<size_t>(local.size());
+  std::vector<size_t> shares(ranks);
+  for (size_t i = 0; i < ranks; ++i) shares[i] = count / ranks + (i < count % ranks ? 1 : 0);
+  const size_t mine = shares[static_cast<size_t>(local.rank())];
+  const ReduceOp op = collectiveOp(d);
+  local.reducescatter(buffer, share, shares, d.dtype, op, Scaling{});
+  StagingContext context{ops, device_.staging_chunk_bytes, Deadline::after(device_.timeout)};
+  runStagedChunks(context, share, share, mine, dataTypeSize(d.dtype), true,
+                  [&](unsigned char* host, size_t n) {
+                    hierarchy.cross->allreduce(host, host, n, d.dtype, op, Scaling{});
+                  });
+  // The device communicator runs on a stream of its own: the shares must be back first.
+  ops.synchronize(DeviceOps::Queue::kOut, Deadline::after(device_.timeout));
+  local.allgatherv(share, buffer, shares, d.dtype);
+}
+
 void Executor::deviceCommBroadcast(Communicator& comm, DeviceOps& ops, std::vector<Part>& parts) {
   const Descriptor& d0 = parts[0].response->descriptor();
   const int root = static_cast<int>(d0.root);  // an index in the set: the communicator's rank
   const bool is_root = comm.rank() == root;
   const size_t element = dataTypeSize(d0.dtype);
-  const Deadline deadline = Deadline::after(device_timeout_);
+  const Deadline deadline = Deadline::after(device_.timeout);
   const auto in_queue = DeviceOps::Queue::kIn;
   if (parts.size() == 1) {
     Part& p = parts[0];
@@ -293,7 +330,7 @@ void Executor::deviceCommAllgather(Communicator& comm, DeviceOps& ops, Part& par
   }
   if (out == nullptr) out = ops.deviceBuffer(total * element + 1);
   if (in == nullptr) in = out;  // a joined rank gives nothing
-  ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_timeout_));
+  ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
   auto start = Clock::now();
   comm.allgatherv(in, out, layout.counts, d.dtype);
   span(part, "ALLGATHER", start);
@@ -333,7 +370,7 @@ void Executor::deviceCommAllgatherFused(Communicator& comm, DeviceOps& ops,
     offset += count;
   }
   ops.copyOnDevice(DeviceOps::Queue::kIn, pack, rawCopy(d0.dtype));
-  ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_timeout_));
+  ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
   for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
 
   auto start = Clock::now();
@@ -384,7 +421,7 @@ void Executor::deviceCommAlltoall(Communicator& comm, DeviceOps& ops, Part& part
   }
   if (out == nullptr) out = ops.deviceBuffer(received + 1);
   if (in == nullptr) in = out;
-  ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_timeout_));
+  ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
   auto start = Clock::now();
   comm.alltoallv(in, layout.send, out, layout.recv, d.dtype);
   span(part, "ALLTOALL", start);
@@ -417,7 +454,7 @@ void Executor::deviceCommReducescatter(Communicator& comm, DeviceOps& ops, Part&
     in = scratch;
   }
   if (out == nullptr) out = scratch + (zeros ? count * element : 0);
-  ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_timeout_));
+  ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
   auto start = Clock::now();
   comm.reducescatter(in, out, layout.counts, d.dtype, collectiveOp(d),
                      Scaling{d.prescale, finalScale(r)});

@@ -92,7 +92,7 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
   const bool allreduce = kind == static_cast<uint8_t>(RequestKind::kAllreduce) && !adasum;
   if (device) home_device_ = device;
   Communicator* device_comm = nullptr;
-  if (device_comms_ != DeviceComms::kOff && devices_ != nullptr) {
+  if (device_.comms != DeviceComms::kOff && devices_ != nullptr) {
     try {
       device_comm = deviceCommunicatorFor(kind, parts, device);  // sets `device` when it runs
     } catch (...) {
@@ -135,7 +135,7 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
     } else {
       deviceThroughHostViews(ops, kind, parts, result, keep_alive);
     }
-    auto deadline = Deadline::after(device_timeout_);
+    auto deadline = Deadline::after(device_.timeout);
     for (uintptr_t stream : streams) ops.finish(stream, deadline);
   } catch (const Error& e) {
     ops.drain();
@@ -165,7 +165,7 @@ void Executor::zerosInChunks(std::vector<Part>& parts) {
   if (scratch_.size() < count * element + 1) scratch_.resize(count * element + 1);
   unsigned char* zeros = scratch_.data();
   std::memset(zeros, 0, count * element);
-  const size_t chunk = std::max<size_t>(staging_chunk_bytes_ / element, 1);
+  const size_t chunk = std::max<size_t>(device_.staging_chunk_bytes / element, 1);
   auto start = Clock::now();
   for (size_t offset = 0; offset < count; offset += chunk) {
     size_t n = std::min(chunk, count - offset);
@@ -189,7 +189,7 @@ void Executor::deviceAllreduceSingle(DeviceOps& ops, Part& part) {
       part.error = std::current_exception();  // takes part with zeros
     }
   }
-  StagingContext context{ops, staging_chunk_bytes_, Deadline::after(device_timeout_)};
+  StagingContext context{ops, device_.staging_chunk_bytes, Deadline::after(device_.timeout)};
   auto start = Clock::now();
   const Scaling scaling{d.prescale, finalScale(r)};
   runStagedChunks(context, in, out, static_cast<size_t>(d.numel()), dataTypeSize(d.dtype), true,
@@ -236,7 +236,7 @@ void Executor::deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts) {
   ops.copyOnDevice(DeviceOps::Queue::kIn, pack, {d0.dtype, d0.dtype, d0.prescale});
   for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
 
-  StagingContext context{ops, staging_chunk_bytes_, Deadline::after(device_timeout_)};
+  StagingContext context{ops, device_.staging_chunk_bytes, Deadline::after(device_.timeout)};
   auto start = Clock::now();
   runStagedChunks(context, buffer, buffer, total, element, true,
                   [&](unsigned char* host, size_t n) {
@@ -266,7 +266,7 @@ void Executor::deviceBroadcast(DeviceOps& ops, Part& part) {
       part.error = std::current_exception();
     }
   }
-  StagingContext context{ops, staging_chunk_bytes_, Deadline::after(device_timeout_)};
+  StagingContext context{ops, device_.staging_chunk_bytes, Deadline::after(device_.timeout)};
   auto start = Clock::now();
   runStagedChunks(context, in, out, static_cast<size_t>(d.numel()), dataTypeSize(d.dtype), false,
                   [&](unsigned char* host, size_t n) { comm_->broadcast(host, n, d.dtype, root); });
@@ -278,7 +278,7 @@ void Executor::deviceBroadcast(DeviceOps& ops, Part& part) {
 void Executor::deviceThroughHostViews(DeviceOps& ops, uint8_t kind, std::vector<Part>& parts,
                                       std::vector<int64_t>* result,
                                       std::vector<std::shared_ptr<Tensor>>& keep_alive) {
-  StagingContext context{ops, staging_chunk_bytes_, Deadline::after(device_timeout_)};
+  StagingContext context{ops, device_.staging_chunk_bytes, Deadline::after(device_.timeout)};
   size_t in_bytes = 0;
   for (Part& p : parts) {
     if (p.local) in_bytes += p.local->request.input->bytes();

@@ -64,13 +64,18 @@ class Executor {
     // Always; members sharing a GPU are an Error(kConfig) naming them. RONDE_GPU_OPERATIONS=nccl.
     kRequired,
   };
-  // Where CUDA tensors' device work goes, the staging chunk and the longest wait for a copy.
-  void setDevices(DeviceSet* devices, size_t staging_chunk_bytes, Duration timeout,
-                  DeviceComms device_comms = DeviceComms::kOff) {
+  struct DeviceSettings {
+    size_t staging_chunk_bytes = 4 << 20;  // RONDE_GPU_STAGING_CHUNK_BYTES
+    Duration timeout = std::chrono::seconds(300);  // the longest wait for a device copy
+    DeviceComms comms = DeviceComms::kOff;         // RONDE_GPU_OPERATIONS
+    // Allreduces on device communicators across hosts in two levels (NCCL inside each host,
+    // host memory across hosts): RONDE_GPU_HIERARCHICAL_ALLREDUCE.
+    bool hierarchical_allreduce = false;
+  };
+  // Where CUDA tensors' device work goes, and how.
+  void setDevices(DeviceSet* devices, const DeviceSettings& settings) {
     devices_ = devices;
-    staging_chunk_bytes_ = staging_chunk_bytes;
-    device_timeout_ = timeout;
-    device_comms_ = device_comms;
+    device_ = settings;
   }
   // False when this rank is outside the unit's process set (it did nothing).
   bool run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
@@ -116,6 +121,10 @@ class Executor {
   void runOnDeviceComm(Communicator& comm, DeviceOps& ops, uint8_t kind, std::vector<Part>& parts,
                        std::vector<int64_t>* result);
   void deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vector<Part>& parts);
+  // The reduction of a packed buffer in two levels, in place.
+  void deviceHierarchicalAllreduce(const CommunicatorSet::DeviceHierarchy& hierarchy,
+                                   DeviceOps& ops, unsigned char* buffer, size_t count,
+                                   unsigned char* share, const Descriptor& d);
   void deviceCommBroadcast(Communicator& comm, DeviceOps& ops, std::vector<Part>& parts);
   void deviceCommAllgather(Communicator& comm, DeviceOps& ops, Part& part);
   void deviceCommAllgatherFused(Communicator& comm, DeviceOps& ops, std::vector<Part>& parts);
@@ -128,9 +137,7 @@ class Executor {
   Communicator* comm_ = nullptr;  // the unit's data communicator, during run()
   Timeline* timeline_ = nullptr;
   DeviceSet* devices_ = nullptr;
-  size_t staging_chunk_bytes_ = 4 << 20;
-  Duration device_timeout_ = std::chrono::seconds(300);
-  DeviceComms device_comms_ = DeviceComms::kOff;
+  DeviceSettings device_;
   std::set<int> staged_sets_;  // sets whose members share a GPU: staged under kWhereEachRankHasAGpu
   // The device this rank's CUDA tensors were last on: where a rank with none in a response (it
   // joined) takes part in a device communicator's collective.

@@ -78,10 +78,13 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
     log(LogLevel::kDebug,
         "malloc: ", tuneAllocator([](const char* name) { return std::getenv(name); }));
   }
-  executor_.setDevices(&devices_, static_cast<size_t>(settings.gpu_staging_chunk_bytes),
-                       std::chrono::duration_cast<Duration>(
-                           std::chrono::duration<double>(settings.timeout_seconds)),
-                       device_mode);
+  Executor::DeviceSettings device_settings;
+  device_settings.staging_chunk_bytes = static_cast<size_t>(settings.gpu_staging_chunk_bytes);
+  device_settings.timeout = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double>(settings.timeout_seconds));
+  device_settings.comms = device_mode;
+  device_settings.hierarchical_allreduce = settings.gpu_hierarchical_allreduce;
+  executor_.setDevices(&devices_, device_settings);
   registerInitialProcessSets(process_sets);
   initKnobs();
   // Horovod's HOROVOD_TIMELINE=DYNAMIC: a timeline that start_timeline() starts later.

@@ -73,7 +73,8 @@ TEST(CliDefaults, EveryTuningFlagSetsAVariableOfTheTable) {
   // clang-format on
   std::set<std::string> table;
   for (const Settings::Doc& doc : Settings::documentation()) table.insert("RONDE_" + doc.name);
-  EXPECT_EQ(settings.size(), 15u);  // one variable per flag; the two hierarchical ones share one
+  // One variable per flag, but --hierarchical-allreduce's two (host and GPU paths).
+  EXPECT_EQ(settings.size(), 16u);
   for (const auto& [name, value] : settings) EXPECT_EQ(table.count(name), 1u) << name;
   // What the workers read back from those variables is what the flags said.
   const Settings read = Settings::fromLookup([&](const std::string& name) -> const char* {
@@ -96,6 +97,8 @@ TEST(CliDefaults, EveryTuningFlagSetsAVariableOfTheTable) {
   EXPECT_EQ(read.log_level, LogLevel::kDebug);
   EXPECT_DOUBLE_EQ(read.start_timeout_seconds, 17);
   EXPECT_EQ(read.transport, TransportKind::kTcp);
+  EXPECT_TRUE(read.hierarchical_allreduce);
+  EXPECT_TRUE(read.gpu_hierarchical_allreduce);
 }
 
 TEST(CliDefaults, BadFlagsAreInvalidArgument) {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "runtime/communicator_set.h"
@@ -22,6 +23,7 @@ struct DeviceWorld {
   std::vector<runtime::HostMemoryDevice*> devices;  // made by the runtime's DeviceSet
   std::atomic<int> device_comms_built{0};         // by the stand-in factory, on this rank
   std::atomic<int> device_collectives{0};         // run on them, on this rank
+  std::atomic<int> device_reducescatters{0};      // of which reducescatters
 
   std::vector<uintptr_t> waited();
   std::vector<uintptr_t> finished();
@@ -36,6 +38,7 @@ Settings stagingSettings();
 
 struct DeviceRanks {
   int size = 2;
+  std::vector<std::string> hosts;  // forced host of each rank (RankSpec::hosts); empty: one
   runtime::HostMemoryDeviceOptions options;  // every device's (slowed copies by default)
   int failing_rank = -1;                     // >= 0: options.fail_at_copy on that rank alone
   // Device communicators stand in as host communicators over the same ranks (as NCCL would be
