@@ -8,9 +8,11 @@
 //       [--shm-chunk=256K] [--tcp-chunk=512K] [--small-allreduce=64K] [--shm-direct=1|0]
 //       [--label=ronde]
 //
-// The chunk and threshold flags override CommOptions so that they can be tuned from here.
+// The chunk and threshold flags override CommOptions so that they can be tuned from here;
+// --shm-direct forces one shared-memory allreduce (without it the communicator times both).
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +38,9 @@ struct Config {
   int64_t shm_chunk = 0;         // 0: ronde's default
   int64_t tcp_chunk = 0;         // 0: ronde's default
   int64_t small_allreduce = -1;  // -1: ronde's default
-  bool shm_direct = true;        // CommTuning::shm_direct_read (0: stage through the slots)
+  // CommOptions::shm_direct_read (0: stage through the slots); unset: the communicator's own
+  // choice (timed at construction).
+  std::optional<bool> shm_direct;
   std::string label = "ronde";
 };
 
@@ -107,16 +111,17 @@ int runRank(int rank, const Config& config, int store_port) {
   if (config.shm_chunk > 0) options.shm_chunk_bytes = config.shm_chunk;
   if (config.tcp_chunk > 0) options.tcp_chunk_bytes = config.tcp_chunk;
   if (config.small_allreduce >= 0) options.small_allreduce_bytes = config.small_allreduce;
+  options.shm_direct_read = config.shm_direct;
   auto comm = Communicator::create(options);
-  ronde::CommTuning tuning = comm->tuning();
-  tuning.shm_direct_read = config.shm_direct;
-  if (comm->tunable()) comm->setTuning(tuning);
   if (rank == 0) {
-    std::fprintf(stderr, "%s: %d ranks over %s (shm chunk %lld, tcp chunk %lld, small %lld)\n",
+    std::fprintf(stderr,
+                 "%s: %d ranks over %s (shm chunk %lld, tcp chunk %lld, small %lld, large shm "
+                 "allreduce %s)\n",
                  config.label.c_str(), config.ranks, comm->transportName().c_str(),
                  static_cast<long long>(options.shm_chunk_bytes),
                  static_cast<long long>(options.tcp_chunk_bytes),
-                 static_cast<long long>(options.small_allreduce_bytes));
+                 static_cast<long long>(options.small_allreduce_bytes),
+                 comm->tuning().shm_direct_read ? "direct" : "staged");
   }
   for (Collective collective : config.collectives) {
     for (size_t bytes : config.sizes) {
@@ -142,7 +147,8 @@ int main(int argc, char** argv) {
   config.shm_chunk = args.getBytes("shm-chunk", 0);
   config.tcp_chunk = args.getBytes("tcp-chunk", 0);
   config.small_allreduce = args.getBytes("small-allreduce", -1);
-  config.shm_direct = args.getInt("shm-direct", 1) != 0;
+  const int shm_direct = args.getInt("shm-direct", -1);
+  if (shm_direct >= 0) config.shm_direct = shm_direct != 0;
   config.label = args.get("label", "ronde");
   args.finish();
   if (config.transport == "shm") {

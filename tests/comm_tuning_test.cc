@@ -237,6 +237,39 @@ TEST(CommTuningDirectRead, ARankOthersCannotReadMakesEveryRankStage) {
   }
 }
 
+// Where CommOptions::shm_direct_read is unset, each host times both shared-memory allreduces
+// at construction: every rank must start with the same verdict (it is part of every call's
+// descriptor), and a sub-communicator must inherit it rather than time again. Where it is set,
+// the communicator starts with it, on every layout.
+TEST(CommTuningDirectRead, TheTimedChoiceIsSharedByEveryRankAndInherited) {
+  const std::vector<std::vector<std::string>> layouts = {{}, {"hostA", "hostA", "hostB", "hostB"}};
+  for (const auto& hosts : layouts) {
+    for (std::optional<bool> given : {std::optional<bool>{}, std::optional<bool>{true},
+                                      std::optional<bool>{false}}) {
+      RankSpec s;
+      s.size = hosts.empty() ? 2 : 4;
+      s.hosts = hosts;
+      s.shm_direct_read = given;
+      runRanks(s, [given](Communicator& comm) {
+        const int32_t mine = comm.tuning().shm_direct_read ? 1 : 0;
+        if (given && mine != (*given ? 1 : 0))
+          throw std::runtime_error("CommOptions::shm_direct_read was not the starting knob");
+        std::vector<int32_t> all(static_cast<size_t>(comm.size()));
+        comm.allgather(&mine, all.data(), 1, DataType::kInt32);
+        for (int32_t v : all) {
+          if (v != mine) throw std::runtime_error("ranks started with different shm algorithms");
+        }
+        std::vector<int> everyone(static_cast<size_t>(comm.size()));
+        for (int r = 0; r < comm.size(); ++r) everyone[static_cast<size_t>(r)] = r;
+        auto sub = comm.subCommunicator(everyone, "sub");
+        if (sub->tuning().shm_direct_read != comm.tuning().shm_direct_read)
+          throw std::runtime_error("the sub-communicator did not inherit the verdict");
+        checkAllreduce(*sub, DataType::kFloat32, ReduceOp::kSum, 300000, 7, "sub-communicator");
+      });
+    }
+  }
+}
+
 std::vector<Layout> layouts() {
   return {
       {"shm_2", TransportKind::kAuto, {}, 2},

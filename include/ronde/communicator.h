@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,11 @@ struct CommOptions {
   int64_t tcp_chunk_bytes = 1024 * 1024;
   bool hierarchical_allreduce = true;
   int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;
+  // CommTuning::shm_direct_read at the start. Unset: where every local rank has a core of its
+  // own, each host times both shared-memory algorithms at construction and the communicator
+  // starts with the direct one only if it was clearly faster on every host (elsewhere it starts
+  // staging); its sub-communicators inherit the verdict instead of timing again.
+  std::optional<bool> shm_direct_read;
   // Which init of this rank in the job (Communicator::fromEnvironment counts them; 0: not
   // counted). It names the shm segment, so no two generations ever map the same one.
   int64_t generation = 0;

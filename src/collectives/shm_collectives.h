@@ -58,6 +58,11 @@ size_t shmDirectScratchBytes(int local_size);
 // Every local rank calls it once, together: true on all of them when each can read and
 // write every peer's memory, false on all of them otherwise.
 bool shmProbeDirectRead(ShmArena& arena, const ShmWait& wait);
+// Every local rank calls it once, together, where the probe succeeded: times the direct and
+// the staged allreduce of a 2 MiB buffer on this host (shm_direct_calibration.cc) and returns,
+// on all of them alike, whether the direct one is clearly faster. `base` gives the arena, the
+// wait and the chunk.
+bool shmDirectReadIsFaster(const ShmOp& base);
 
 // Publishes this rank's descriptor; call before the operation's first arrive.
 uint64_t shmPublishDescriptor(const ShmOp& op);

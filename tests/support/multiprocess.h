@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct RankSpec {
   int collective_timeout_ms = 60000;       // CommOptions::timeout in the children
   int64_t shm_chunk_bytes = 0;             // 0: default
   int64_t small_allreduce_bytes = -1;      // -1: default
+  std::optional<bool> shm_direct_read;     // CommOptions::shm_direct_read
   std::string secret;
 };
 

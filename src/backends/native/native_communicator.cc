@@ -43,8 +43,8 @@ CommTuning initialTuning(const CommOptions& options, const ShmArena* arena, bool
   // With more local ranks than cores (4 ranks on 2 cores) the direct path measured within
   // 15% of staging up to 4 MiB and 1.2x slower at 16 MiB: its one long phase per rank waits
   // for descheduled peers, where staging's chunks let the others run ahead. The autotuner
-  // may still choose it.
-  t.shm_direct_read = own_cores;
+  // may still choose it. With cores enough, the constructor times both (timeDirectRead).
+  t.shm_direct_read = options.shm_direct_read.value_or(own_cores);
   return t;
 }
 
@@ -137,8 +137,34 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
   // Online CPUs, not this process's affinity: launchers bind each rank to its own core.
   spin_before_block_ = topology_.localSize() <= static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   setTuning(initialTuning(options, arena_.get(), spin_before_block_));
+  if (!options_.shm_direct_read) {
+    CommTuning timed = tuning_;
+    timed.shm_direct_read = timeDirectRead();
+    setTuning(timed);
+    options_.shm_direct_read = timed.shm_direct_read;  // what sub-communicators start with
+  }
   log(LogLevel::kDebug, "communicator ready: ", transportName(), ", local rank ", localRank(), "/",
-      localSize(), ", host ", crossRank(), "/", crossSize());
+      localSize(), ", host ", crossRank(), "/", crossSize(), ", shared-memory allreduce ",
+      tuning_.shm_direct_read ? "direct" : "staged");
+}
+
+bool NativeCommunicator::timeDirectRead() {
+  // This host's verdict: 1 the direct path, 0 staging, 2 nothing timed here (no shared memory,
+  // no cross-memory attach, or fewer cores than local ranks).
+  int32_t verdict = 2;
+  if (arena_ && direct_read_ && spin_before_block_) {
+    Call call;
+    call.ctx.deadline = Deadline::after(options_.start_timeout);
+    call.ctx.aborted = &aborted_;
+    call.ctx.describe = [] { return std::string("timing the shared-memory allreduces at start-up"); };
+    verdict = shmDirectReadIsFaster(shmOp(call)) ? 1 : 0;
+  }
+  // The hosts agree (the knob is part of every call's descriptor): direct only where every
+  // host that timed found it faster.
+  if (!shm_only_ && size() > 1) {
+    allreduce(&verdict, &verdict, 1, DataType::kInt32, ReduceOp::kMin, Scaling{});
+  }
+  return verdict == 2 ? tuning_.shm_direct_read : verdict == 1;
 }
 
 NativeCommunicator::~NativeCommunicator() = default;

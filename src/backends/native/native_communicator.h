@@ -75,6 +75,9 @@ class NativeCommunicator final : public Communicator {
   template <typename Body>
   void run(OpDescriptor descriptor, Body&& body);
   [[noreturn]] void fail(const Error& error);
+  // Times both large-band shared-memory allreduces on every host (at construction, where
+  // CommOptions::shm_direct_read is unset) and returns the verdict all ranks share.
+  bool timeDirectRead();
   // The job's first failure when `error` may be its echo (a lost or aborted peer), else `error`.
   Error firstFailure(const Error& error) const;
   void checkUsable() const;
