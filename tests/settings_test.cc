@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "ronde/communicator.h"
 #include "ronde/errors.h"
 
 namespace ronde {
@@ -126,6 +127,19 @@ TEST(SettingsTest, HorovodHierarchicalAllreduceSetsTheGpuPathToo) {
   EXPECT_TRUE(gpu.hierarchical_allreduce);
   EXPECT_EQ(read({{"HOROVOD_GPU_HIERARCHICAL_ALLREDUCE", "1"}}).gpu_hierarchical_allreduce, false)
       << "not a Horovod variable";
+}
+
+TEST(SettingsTest, ShmAllreduceIsAutoDirectOrStaged) {
+  EXPECT_EQ(read({}).shm_allreduce, ShmAllreduce::kAuto);
+  EXPECT_EQ(read({{"RONDE_SHM_ALLREDUCE", "Direct"}}).shm_allreduce, ShmAllreduce::kDirect);
+  EXPECT_EQ(read({{"HOROVOD_SHM_ALLREDUCE", "staged"}}).shm_allreduce, ShmAllreduce::kStaged);
+  EXPECT_EQ(configError({{"RONDE_SHM_ALLREDUCE", "cma"}}),
+            "RONDE_SHM_ALLREDUCE='cma' is not a shared-memory allreduce (auto, direct or staged)");
+  EXPECT_FALSE(CommOptions::fromSettings(read({})).shm_direct_read.has_value());
+  EXPECT_EQ(CommOptions::fromSettings(read({{"RONDE_SHM_ALLREDUCE", "direct"}})).shm_direct_read,
+            std::optional<bool>(true));
+  EXPECT_EQ(CommOptions::fromSettings(read({{"RONDE_SHM_ALLREDUCE", "staged"}})).shm_direct_read,
+            std::optional<bool>(false));
 }
 
 TEST(SettingsTest, EmptyValueCountsAsUnset) {

@@ -53,6 +53,7 @@ struct CommOptions {
   // own, each host times both shared-memory algorithms at construction and the communicator
   // starts with the direct one only if it was clearly faster on every host (elsewhere it starts
   // staging); its sub-communicators inherit the verdict instead of timing again.
+  // RONDE_SHM_ALLREDUCE=direct|staged sets it.
   std::optional<bool> shm_direct_read;
   // Which init of this rank in the job (Communicator::fromEnvironment counts them; 0: not
   // counted). It names the shm segment, so no two generations ever map the same one.

@@ -22,6 +22,9 @@ enum class CpuOperations { kAuto, kNative, kMpi };
 // each process set whose ranks all have a GPU of their own, where the build has NCCL, else kHost.
 enum class GpuOperations { kAuto, kNccl, kHost };
 enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError, kFatal };
+// Shared memory, allreduces past the small band: kDirect reads peers' buffers with cross-memory
+// attach, kStaged copies through the segment every local rank maps, kAuto times both at start.
+enum class ShmAllreduce { kAuto, kDirect, kStaged };
 
 struct Settings {
   // Identity, handed to each worker by `ronde run`, mpirun or srun (-1: unknown).
@@ -55,6 +58,7 @@ struct Settings {
   int64_t shm_chunk_bytes = 1024 * 1024;       // per-rank pipeline chunk in shared memory
   int64_t tcp_chunk_bytes = 1024 * 1024;       // pipeline chunk on TCP links
   bool hierarchical_allreduce = true;         // across hosts: shm inside, ring across
+  ShmAllreduce shm_allreduce = ShmAllreduce::kAuto;  // the large band's algorithm
   int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;  // its pipeline step, whole buffer
 
   // Runtime (negotiation, fusion, timeline, stall inspector).
@@ -105,6 +109,7 @@ struct Settings {
 const char* transportKindName(TransportKind kind);
 const char* cpuOperationsName(CpuOperations operations);
 const char* gpuOperationsName(GpuOperations operations);
+const char* shmAllreduceName(ShmAllreduce algorithm);
 
 // RONDE_TIMELINE's value that writes no file at init: start_timeline() starts it later
 // (Horovod's HOROVOD_TIMELINE=DYNAMIC).

@@ -20,7 +20,7 @@ namespace {
 using Member = std::variant<int Settings::*, int64_t Settings::*, double Settings::*,
                             bool Settings::*, std::string Settings::*, TransportKind Settings::*,
                             LogLevel Settings::*, CpuOperations Settings::*,
-                            GpuOperations Settings::*>;
+                            GpuOperations Settings::*, ShmAllreduce Settings::*>;
 
 struct Field {
   const char* name;  // without the RONDE_ / HOROVOD_ prefix
@@ -91,6 +91,11 @@ const Field kFields[] = {
     {"SHM_CHUNK_BYTES", &Settings::shm_chunk_bytes, kChunkBytes,
      "Per-rank pipeline chunk in shared memory; also the slot size, so the largest chunk the "
      "autotuner may choose.", 4096},
+    {"SHM_ALLREDUCE", &Settings::shm_allreduce, nullptr,
+     "Shared memory, allreduces past the small band: direct (read peers' buffers with "
+     "cross-memory attach: fewer bytes, each page pinned by the kernel), staged (copy through "
+     "the segment every local rank maps), or auto (each host times both at start-up and the "
+     "direct one is used only where it is clearly faster on every host)."},
     {"TCP_CHUNK_BYTES", &Settings::tcp_chunk_bytes, kChunkBytes, "Pipeline chunk on TCP links.",
      4096},
     {"HIERARCHICAL_ALLREDUCE", &Settings::hierarchical_allreduce, nullptr,
@@ -221,6 +226,14 @@ CpuOperations parseCpuOperations(const Source& source) {
   malformed(source, "a backend (auto, native, gloo or mpi)");
 }
 
+ShmAllreduce parseShmAllreduce(const Source& source) {
+  const std::string text = lower(trim(source.value));
+  for (ShmAllreduce kind : {ShmAllreduce::kAuto, ShmAllreduce::kDirect, ShmAllreduce::kStaged}) {
+    if (text == shmAllreduceName(kind)) return kind;
+  }
+  malformed(source, "a shared-memory allreduce (auto, direct or staged)");
+}
+
 GpuOperations parseGpuOperations(const Source& source) {
   const std::string text = lower(trim(source.value));
   // Horovod's MPI (CUDA-aware MPI) is ronde's host path: the host backend moves the bytes.
@@ -272,6 +285,8 @@ void apply(const Field& field, const Source& source, Settings& settings) {
           target = parseCpuOperations(source);
         } else if constexpr (std::is_same_v<Value, GpuOperations>) {
           target = parseGpuOperations(source);
+        } else if constexpr (std::is_same_v<Value, ShmAllreduce>) {
+          target = parseShmAllreduce(source);
         } else {
           target = source.value;
         }
@@ -294,6 +309,8 @@ std::string format(const Field& field, const Settings& settings) {
           return cpuOperationsName(value);
         } else if constexpr (std::is_same_v<Value, GpuOperations>) {
           return gpuOperationsName(value);
+        } else if constexpr (std::is_same_v<Value, ShmAllreduce>) {
+          return shmAllreduceName(value);
         } else if constexpr (std::is_same_v<Value, std::string>) {
           return value;
         } else {
@@ -373,6 +390,15 @@ const char* cpuOperationsName(CpuOperations operations) {
     case CpuOperations::kAuto: return "auto";
     case CpuOperations::kNative: return "native";
     case CpuOperations::kMpi: return "mpi";
+  }
+  return "unknown";
+}
+
+const char* shmAllreduceName(ShmAllreduce algorithm) {
+  switch (algorithm) {
+    case ShmAllreduce::kAuto: return "auto";
+    case ShmAllreduce::kDirect: return "direct";
+    case ShmAllreduce::kStaged: return "staged";
   }
   return "unknown";
 }
