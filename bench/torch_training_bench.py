@@ -117,7 +117,20 @@ def worker(args):
     os._exit(0)  # gloo's and MPI's teardown are not what is measured
 
 
+def variants(args):
+    """--variant LABEL:KEY=VALUE,...: ronde again under extra settings, e.g.
+    direct:RONDE_SHM_ALLREDUCE=direct, as a mode "ronde-LABEL" of its own."""
+    out = {}
+    for spec in args.variant:
+        label, _, settings = spec.partition(":")
+        env = dict(item.split("=", 1) for item in settings.split(",") if item)
+        out["ronde-" + label] = env
+    return out
+
+
 def launch_command(args, mode, model):
+    if mode in variants(args):
+        mode = "ronde"
     me = [args.python, os.path.abspath(__file__), "--worker", "--mode", mode, "--model", model,
           "--steps", str(args.steps), "--warmup", str(args.warmup), "--batch", str(args.batch)]
     if mode == "horovod":
@@ -129,6 +142,7 @@ def launch_command(args, mode, model):
 
 def run_one(args, mode, model):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env.update(variants(args).get(mode, {}))
     out = subprocess.run(launch_command(args, mode, model), env=env, capture_output=True,
                          text=True, timeout=900)
     results = [json.loads(line.split("RESULT ", 1)[1]) for line in out.stdout.splitlines()
@@ -145,7 +159,8 @@ def run_one(args, mode, model):
 
 
 def drive(args):
-    modes = ["local", "pair", "ronde", "ddp"] + (["horovod"] if args.horovod else [])
+    modes = (["local", "pair", "ronde"] + list(variants(args)) + ["ddp"] +
+             (["horovod"] if args.horovod else []))
     samples = {}  # (model, mode) -> [result per round]
     for round_index in range(args.rounds):
         for model in args.models:
@@ -182,7 +197,7 @@ def drive(args):
             summary[(model, mode)] = rate
         print("%s: gradients %.1f MiB (the most a fusion buffer needs)"
               % (model, samples[(model, "local")][0]["gradient_mib"]))
-        for peer in modes[3:]:
+        for peer in modes[3:]:  # the variants, DDP, Horovod
             ratio = statistics.median(a["samples_per_s"] / b["samples_per_s"] for a, b in
                                       zip(samples[(model, "ronde")], samples[(model, peer)]))
             print("%s: ronde / %s = %.2fx" % (model, peer, ratio))
@@ -207,6 +222,9 @@ def main():
     parser.add_argument("--ronde", default=shutil.which("ronde", path=os.path.dirname(
         sys.executable)) or "ronde", help="the ronde command (default: beside this python)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="LABEL:KEY=VALUE,...: also ronde under these settings, as mode "
+                             "ronde-LABEL (repeatable)")
     parser.add_argument("--port", type=int, default=29533, help="gloo rendezvous (DDP)")
     args = parser.parse_args()
     if args.worker:
