@@ -1,6 +1,10 @@
 // torch::Tensor <-> ronde::Tensor, and the collectives on torch tensors.
 #include "ronde/torch.h"
 
+#if defined(RONDE_TORCH_CUDA)
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace ronde::libtorch {
 namespace {
 
@@ -67,6 +71,29 @@ torch::Tensor TorchHandle::wait() {
 
 std::vector<int64_t> TorchHandle::receivedSplits() { return handle_->result(); }
 
+namespace {
+
+// A CUDA input's current stream (LibTorch built with CUDA); else 0, the legacy default stream
+// (a LibTorch without CUDA has no CUDA tensors).
+void onCurrentStream(Request& request) {
+  auto* input = dynamic_cast<TorchTensor*>(request.input.get());
+  if (input == nullptr) return;
+#if defined(RONDE_TORCH_CUDA)
+  const torch::Tensor& tensor = input->tensor();
+  if (tensor.is_cuda()) {
+    request.stream = reinterpret_cast<uintptr_t>(
+        c10::cuda::getCurrentCUDAStream(tensor.device().index()).stream());
+  }
+#endif
+}
+
+}  // namespace
+
+std::shared_ptr<Handle> Collectives::enqueue(Request request) {
+  onCurrentStream(request);
+  return runtime_.enqueue(std::move(request));
+}
+
 Request Collectives::request(RequestKind kind, const std::string& name, int process_set) {
   Request request;
   request.kind = kind;
@@ -85,7 +112,7 @@ TorchHandle Collectives::allreduceAsync(const std::string& name, const torch::Te
   request.output = wrap(handle.result_);
   request.op = op;
   request.scaling = scaling;
-  handle.handle_ = runtime_.enqueue(std::move(request));
+  handle.handle_ = enqueue(std::move(request));
   return handle;
 }
 
@@ -104,7 +131,7 @@ TorchHandle Collectives::allreduceAsync_(const std::string& name, torch::Tensor 
   request.output = request.input;
   request.op = op;
   request.scaling = scaling;
-  handle.handle_ = runtime_.enqueue(std::move(request));
+  handle.handle_ = enqueue(std::move(request));
   return handle;
 }
 
@@ -123,7 +150,7 @@ TorchHandle Collectives::allreduceCompressedAsync_(const std::string& name, torc
   request.output = request.input;
   request.op = op;
   request.scaling = scaling;
-  handle.handle_ = runtime_.enqueue(std::move(request));
+  handle.handle_ = enqueue(std::move(request));
   return handle;
 }
 
@@ -151,6 +178,7 @@ std::vector<torch::Tensor> Collectives::groupedAllreduce_(const std::string& nam
     request.output = request.input;
     request.op = op;
     request.scaling = scaling;
+    onCurrentStream(request);
     requests.push_back(std::move(request));
   }
   auto handles = runtime_.enqueueGroup(std::move(requests));
@@ -168,7 +196,7 @@ TorchHandle Collectives::allgatherAsync(const std::string& name, const torch::Te
   request.input = wrap(input);
   request.allocate_output = allocatorLike(input);
   TorchHandle handle;
-  handle.handle_ = runtime_.enqueue(std::move(request));
+  handle.handle_ = enqueue(std::move(request));
   return handle;
 }
 
@@ -197,7 +225,7 @@ TorchHandle Collectives::broadcastAsync_(const std::string& name, torch::Tensor 
   request.input = wrap(target);
   request.output = request.input;
   request.root = root;
-  handle.handle_ = runtime_.enqueue(std::move(request));
+  handle.handle_ = enqueue(std::move(request));
   return handle;
 }
 
@@ -230,7 +258,7 @@ std::pair<torch::Tensor, std::vector<int64_t>> Collectives::alltoall(
   request.allocate_output = allocatorLike(input);
   request.splits = std::move(splits);
   TorchHandle handle;
-  handle.handle_ = runtime_.enqueue(std::move(request));
+  handle.handle_ = enqueue(std::move(request));
   torch::Tensor output = handle.wait();
   return {output, handle.receivedSplits()};
 }
@@ -244,7 +272,7 @@ torch::Tensor Collectives::reducescatter(const std::string& name, const torch::T
   request.op = op;
   request.scaling = scaling;
   TorchHandle handle;
-  handle.handle_ = runtime_.enqueue(std::move(request));
+  handle.handle_ = enqueue(std::move(request));
   return handle.wait();
 }
 
@@ -253,7 +281,7 @@ void Collectives::barrier(int process_set) {
   // apart between ranks inside and outside a set, and the job stalled. barrier() blocks, so
   // its name never overlaps itself on one thread.
   Request request = this->request(RequestKind::kBarrier, "ronde.barrier", process_set);
-  runtime_.enqueue(std::move(request))->wait();
+  enqueue(std::move(request))->wait();
 }
 
 NamedTensors named(const torch::OrderedDict<std::string, torch::Tensor>& tensors) {

@@ -122,6 +122,10 @@ class Collectives {
 
  private:
   Request request(RequestKind kind, const std::string& name, int process_set);
+  // Enqueues `request` on the runtime; a CUDA input's request carries the tensor's current
+  // stream (LibTorch's, where it is built with CUDA), so that the runtime waits for the work
+  // producing it there and the result is ready there when the handle completes.
+  std::shared_ptr<Handle> enqueue(Request request);
   Runtime& runtime_;
 };
 
