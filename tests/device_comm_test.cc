@@ -136,34 +136,8 @@ TEST(DeviceCommRuntime, AJoinedRankTakesPartWithZeros) {
     runDeviceRanks(
         s,
         [](DeviceWorld& world, RuntimeContext& ctx) {
-          Request join;
-          join.kind = RequestKind::kJoin;
-          if (ctx.rank == 1) {
-            world.runtime->enqueue(join)->wait(std::chrono::seconds(60));
-            REQUIRE(world.device_comms_built == 1, "the joined rank built the communicator too");
-            return;
-          }
-          std::vector<std::shared_ptr<HostDeviceTensor>> tensors;
-          std::vector<std::shared_ptr<Handle>> handles;
-          for (int k = 0; k < 3; ++k) {
-            tensors.push_back(deviceTensor(ctx, DataType::kFloat32, {5000 + k}, k));
-            Request r;
-            r.name = "alone." + std::to_string(k);
-            r.input = r.output = tensors.back();
-            r.op = ReduceOp::kAverage;
-            r.scaling = {2.0, 1.0};
-            handles.push_back(world.runtime->enqueue(r));
-          }
-          for (int k = 0; k < 3; ++k) {
-            handles[static_cast<size_t>(k)]->wait(std::chrono::seconds(60));
-            for (size_t i = 0; i < tensors[static_cast<size_t>(k)]->numel(); ++i) {
-              double want = 2 * inputValue(DataType::kFloat32, 0, i, k) / 2;  // (2 x + 0) / 2
-              REQUIRE(loadValue(DataType::kFloat32, tensors[static_cast<size_t>(k)]->data(), i) ==
-                          want,
-                      "tensor " << k << " element " << i);
-            }
-          }
-          world.runtime->enqueue(join)->wait(std::chrono::seconds(60));
+          averageBesideAJoinedRank(world, ctx);
+          REQUIRE(world.device_comms_built == 1, "the communicator was built on every rank");
         },
         withStandIn());
   }

@@ -111,6 +111,18 @@ bool Executor::everyMemberHasItsOwnGpu(const Response& response, DeviceOps& mine
   return true;
 }
 
+void* Executor::resultOf(DeviceOps& ops, Part& part, const std::vector<int64_t>& shape,
+                          bool in_place_default) {
+  if (part.local == nullptr) return nullptr;
+  try {
+    part.output = deviceOutput(ops, *part.local, shape, in_place_default);
+    return part.output->data();
+  } catch (...) {
+    part.error = std::current_exception();
+    return nullptr;
+  }
+}
+
 void Executor::runOnDeviceComm(Communicator& comm, DeviceOps& ops, uint8_t kind,
                                std::vector<Part>& parts, std::vector<int64_t>* result) {
   if (isKind(kind, RequestKind::kAllreduce)) {
@@ -144,18 +156,9 @@ void Executor::deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vect
   if (parts.size() == 1 && !hierarchy) {
     Part& p = parts[0];
     const size_t count = static_cast<size_t>(d0.numel());
-    const void* in = nullptr;
-    void* out = nullptr;
-    if (p.local) {
-      try {
-        p.output = deviceOutput(ops, *p.local, d0.shape, true);
-        in = p.local->request.input->data();
-        out = p.output->data();
-      } catch (...) {
-        p.error = std::current_exception();  // takes part with zeros
-      }
-    }
-    if (out == nullptr) {
+    const void* in = p.local ? p.local->request.input->data() : nullptr;
+    void* out = resultOf(ops, p, d0.shape, true);
+    if (out == nullptr) {  // takes part with zeros
       out = ops.deviceBuffer(count * element + 1);
       ops.zeroOnDevice(DeviceOps::Queue::kIn, out, count * element);
       in = out;
@@ -174,30 +177,8 @@ void Executor::deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vect
   // The hierarchical reduction keeps this rank's share of it behind it.
   const size_t share = hierarchy ? total / static_cast<size_t>(hierarchy->local->size()) + 1 : 0;
   auto* buffer = static_cast<unsigned char*>(ops.deviceBuffer((total + share) * element + 1));
-  auto copy_start = Clock::now();
-  std::vector<cuda::CopySegment> pack;
-  std::vector<cuda::CopySegment> unpack;
-  size_t offset = 0;
-  for (Part& p : parts) {
-    const Descriptor& d = p.response->descriptor();
-    const size_t count = static_cast<size_t>(d.numel());
-    unsigned char* slot = buffer + offset * element;
-    offset += count;
-    if (p.local) {
-      try {
-        p.output = deviceOutput(ops, *p.local, d.shape, true);
-        pack.push_back({p.local->request.input->data(), slot, count});
-        unpack.push_back({slot, p.output->data(), count});
-        continue;
-      } catch (...) {
-        p.error = std::current_exception();
-      }
-    }
-    ops.zeroOnDevice(DeviceOps::Queue::kIn, slot, count * element);
-  }
-  ops.copyOnDevice(DeviceOps::Queue::kIn, pack, {d0.dtype, d0.dtype, d0.prescale});
+  const std::vector<cuda::CopySegment> unpack = packForAllreduce(ops, parts, buffer);
   ops.synchronize(DeviceOps::Queue::kIn, deadline);
-  for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
 
   auto start = Clock::now();
   if (hierarchy) {
@@ -248,15 +229,7 @@ void Executor::deviceCommBroadcast(Communicator& comm, DeviceOps& ops, std::vect
     Part& p = parts[0];
     const size_t count = static_cast<size_t>(d0.numel());
     const void* in = p.local ? p.local->request.input->data() : nullptr;
-    void* buffer = nullptr;
-    if (p.local) {
-      try {
-        p.output = deviceOutput(ops, *p.local, d0.shape, true);
-        buffer = p.output->data();
-      } catch (...) {
-        p.error = std::current_exception();
-      }
-    }
+    void* buffer = resultOf(ops, p, d0.shape, true);
     if (buffer == nullptr) buffer = ops.deviceBuffer(count * element + 1);
     if (is_root && in == nullptr) {
       ops.zeroOnDevice(in_queue, buffer, count * element);  // a joined root sends zeros
@@ -317,17 +290,8 @@ void Executor::deviceCommAllgather(Communicator& comm, DeviceOps& ops, Part& par
   const GatherLayout layout = gatherLayout(r);
   const size_t element = dataTypeSize(d.dtype);
   const size_t total = static_cast<size_t>(layout.rows) * static_cast<size_t>(d.rowElements());
-  const void* in = nullptr;
-  void* out = nullptr;
-  if (part.local) {
-    in = part.local->request.input->data();
-    try {
-      part.output = deviceOutput(ops, *part.local, withFirstDim(d, layout.rows), false);
-      out = part.output->data();
-    } catch (...) {
-      part.error = std::current_exception();
-    }
-  }
+  const void* in = part.local ? part.local->request.input->data() : nullptr;
+  void* out = resultOf(ops, part, withFirstDim(d, layout.rows), false);
   if (out == nullptr) out = ops.deviceBuffer(total * element + 1);
   if (in == nullptr) in = out;  // a joined rank gives nothing
   ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
@@ -408,17 +372,8 @@ void Executor::deviceCommAlltoall(Communicator& comm, DeviceOps& ops, Part& part
   const size_t element = dataTypeSize(d.dtype);
   const size_t received =
       static_cast<size_t>(layout.rows) * static_cast<size_t>(d.rowElements()) * element;
-  const void* in = nullptr;
-  void* out = nullptr;
-  if (part.local) {
-    in = part.local->request.input->data();
-    try {
-      part.output = deviceOutput(ops, *part.local, withFirstDim(d, layout.rows), false);
-      out = part.output->data();
-    } catch (...) {
-      part.error = std::current_exception();
-    }
-  }
+  const void* in = part.local ? part.local->request.input->data() : nullptr;
+  void* out = resultOf(ops, part, withFirstDim(d, layout.rows), false);
   if (out == nullptr) out = ops.deviceBuffer(received + 1);
   if (in == nullptr) in = out;
   ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
@@ -434,17 +389,8 @@ void Executor::deviceCommReducescatter(Communicator& comm, DeviceOps& ops, Part&
   const size_t element = dataTypeSize(d.dtype);
   const size_t count = static_cast<size_t>(d.numel());
   const size_t mine = layout.counts[static_cast<size_t>(comm.rank())];
-  const void* in = nullptr;
-  void* out = nullptr;
-  if (part.local) {
-    in = part.local->request.input->data();
-    try {
-      part.output = deviceOutput(ops, *part.local, withFirstDim(d, layout.my_rows), false);
-      out = part.output->data();
-    } catch (...) {
-      part.error = std::current_exception();
-    }
-  }
+  const void* in = part.local ? part.local->request.input->data() : nullptr;
+  void* out = resultOf(ops, part, withFirstDim(d, layout.my_rows), false);
   // Scratch for what this rank lacks: zeros in (a joined rank), somewhere for its block out.
   const bool zeros = in == nullptr;
   auto* scratch = static_cast<unsigned char*>(

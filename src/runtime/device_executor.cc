@@ -199,27 +199,20 @@ void Executor::deviceAllreduceSingle(DeviceOps& ops, Part& part) {
   span(part, "ALLREDUCE", start);
 }
 
-void Executor::deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts) {
-  const Response& first = *parts[0].response;
-  const Descriptor& d0 = first.descriptor();
+std::vector<cuda::CopySegment> Executor::packForAllreduce(DeviceOps& ops,
+                                                          std::vector<Part>& parts,
+                                                          unsigned char* buffer) {
+  const Descriptor& d0 = parts[0].response->descriptor();
   const size_t element = dataTypeSize(d0.dtype);
-  // Dense, not 256-byte aligned: padding would be staged and reduced as garbage.
-  std::vector<size_t> offsets;
-  size_t total = 0;
-  for (Part& p : parts) {
-    offsets.push_back(total);
-    total += static_cast<size_t>(p.response->descriptor().numel());
-  }
-  auto* buffer = static_cast<unsigned char*>(ops.deviceBuffer(total * element + 1));
-
   auto copy_start = Clock::now();
   std::vector<cuda::CopySegment> pack;
   std::vector<cuda::CopySegment> unpack;
-  for (size_t k = 0; k < parts.size(); ++k) {
-    Part& p = parts[k];
+  size_t offset = 0;
+  for (Part& p : parts) {
     const Descriptor& d = p.response->descriptor();
     const uint64_t count = static_cast<uint64_t>(d.numel());
-    unsigned char* slot = buffer + offsets[k] * element;
+    unsigned char* slot = buffer + offset * element;
+    offset += count;
     bool filled = false;
     if (p.local) {
       try {
@@ -235,6 +228,18 @@ void Executor::deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts) {
   }
   ops.copyOnDevice(DeviceOps::Queue::kIn, pack, {d0.dtype, d0.dtype, d0.prescale});
   for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
+  return unpack;
+}
+
+void Executor::deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts) {
+  const Response& first = *parts[0].response;
+  const Descriptor& d0 = first.descriptor();
+  const size_t element = dataTypeSize(d0.dtype);
+  // Dense, not 256-byte aligned: padding would be staged and reduced as garbage.
+  size_t total = 0;
+  for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
+  auto* buffer = static_cast<unsigned char*>(ops.deviceBuffer(total * element + 1));
+  const std::vector<cuda::CopySegment> unpack = packForAllreduce(ops, parts, buffer);
 
   StagingContext context{ops, device_.staging_chunk_bytes, Deadline::after(device_.timeout)};
   auto start = Clock::now();

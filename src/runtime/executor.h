@@ -104,6 +104,11 @@ class Executor {
   void zerosInChunks(std::vector<Part>& parts);
   void deviceAllreduceSingle(DeviceOps& ops, Part& part);
   void deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts);
+  // Issues the packing of the parts' inputs, densely and with the prescale, into the device
+  // `buffer` on the in-queue (zeros for a part this rank lacks) and returns the segments that
+  // unpack the reduced buffer into their outputs.
+  std::vector<cuda::CopySegment> packForAllreduce(DeviceOps& ops, std::vector<Part>& parts,
+                                                  unsigned char* buffer);
   void deviceBroadcast(DeviceOps& ops, Part& part);
   void deviceThroughHostViews(DeviceOps& ops, uint8_t kind, std::vector<Part>& parts,
                               std::vector<int64_t>* result,
@@ -120,6 +125,10 @@ class Executor {
   bool everyMemberHasItsOwnGpu(const Response& response, DeviceOps& mine);
   void runOnDeviceComm(Communicator& comm, DeviceOps& ops, uint8_t kind, std::vector<Part>& parts,
                        std::vector<int64_t>* result);
+  // The part's device output (now in part.output), or null where this rank has none: it
+  // joined, or its output was refused (now in part.error); either way it still takes part.
+  void* resultOf(DeviceOps& ops, Part& part, const std::vector<int64_t>& shape,
+                 bool in_place_default);
   void deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vector<Part>& parts);
   // The reduction of a packed buffer in two levels, in place.
   void deviceHierarchicalAllreduce(const CommunicatorSet::DeviceHierarchy& hierarchy,

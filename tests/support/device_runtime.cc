@@ -380,4 +380,33 @@ void otherKinds(DeviceWorld& world, RuntimeContext& ctx) {
   for (auto& check : checks) check();
 }
 
+void averageBesideAJoinedRank(DeviceWorld& world, RuntimeContext& ctx) {
+  Request join;
+  join.kind = RequestKind::kJoin;
+  if (ctx.rank == 1) {
+    world.runtime->enqueue(join)->wait(std::chrono::seconds(60));
+    return;
+  }
+  std::vector<std::shared_ptr<HostDeviceTensor>> tensors;
+  std::vector<std::shared_ptr<Handle>> handles;
+  for (int k = 0; k < 3; ++k) {
+    tensors.push_back(deviceTensor(ctx, DataType::kFloat32, {5000 + k}, k));
+    Request r;
+    r.name = "alone." + std::to_string(k);
+    r.input = r.output = tensors.back();
+    r.op = ReduceOp::kAverage;
+    r.scaling = {2.0, 1.0};
+    handles.push_back(world.runtime->enqueue(r));
+  }
+  for (size_t k = 0; k < 3; ++k) {
+    handles[k]->wait(std::chrono::seconds(60));
+    for (size_t i = 0; i < tensors[k]->numel(); ++i) {
+      double want = 2 * inputValue(DataType::kFloat32, 0, i, static_cast<int>(k)) / 2;
+      REQUIRE(loadValue(DataType::kFloat32, tensors[k]->data(), i) == want,
+              "tensor " << k << " element " << i << " (2 x + 0) / 2");
+    }
+  }
+  world.runtime->enqueue(join)->wait(std::chrono::seconds(60));
+}
+
 }  // namespace ronde::testing

@@ -63,5 +63,8 @@ std::shared_ptr<runtime::HostDeviceTensor> deviceTensor(const RuntimeContext& ct
 void allreduceEverything(DeviceWorld& world, RuntimeContext& ctx);
 // Allgather (uneven rows), broadcast, alltoall and reducescatter, checked the same way.
 void otherKinds(DeviceWorld& world, RuntimeContext& ctx);
+// Rank 1 joins at once; rank 0 averages three tensors with a prescale of 2, which must come out
+// as its own values (the joined rank gave zeros), then joins too. Returns on both ranks.
+void averageBesideAJoinedRank(DeviceWorld& world, RuntimeContext& ctx);
 
 }  // namespace ronde::testing
