@@ -42,12 +42,14 @@ asan_done=$(date +%s)
 
 echo "== TSan: the runtime tests (build-tsan)"
 configure build-tsan thread
-runtime_tests=$(cd tests && ls ./runtime_*_test.cc | sed 's|^\./||; s|\.cc$||')
+# The runtime's tests, and its device paths' (host memory standing in for GPUs: their copy
+# queues are threads of their own).
+runtime_tests="$(cd tests && ls ./runtime_*_test.cc | sed 's|^\./||; s|\.cc$||') device_staging_test device_comm_test"
 ninja -C build-tsan -j "$jobs" $runtime_tests
 # The long random soak (about 170 s under TSan) runs under ASan only; the other soaks stay.
 # RuntimeReinit counts the process's threads after each shutdown; TSan's runtime starts
 # threads of its own, so that check only means something outside TSan (plain and ASan runs).
-ctest --test-dir build-tsan -j "$jobs" --timeout 300 --output-on-failure -R '^([A-Za-z]+/)?Runtime' \
+ctest --test-dir build-tsan -j "$jobs" --timeout 300 --output-on-failure -R '^([A-Za-z]+/)?(Device|DeviceComm)?Runtime' \
   -E 'RandomMixesAgainstAReference|RuntimeReinit'
 end=$(date +%s)
 echo "sanitizers: ASan+UBSan $((asan_done - start)) s, TSan $((end - asan_done)) s"
