@@ -271,6 +271,37 @@ TEST(DeviceCommRuntime, HierarchicalAllreduceFallsBackToFlatWhereALevelIsOneRank
   }
 }
 
+// A rank whose device communicator cannot be formed (NCCL's init failing, say) fails, and so
+// does every other rank waiting to form it with that rank, promptly and naming the rank: no
+// one waits out the start timeout.
+TEST(DeviceCommRuntime, ADeviceCommunicatorFailingToFormOnOneRankFailsEveryRank) {
+  DeviceRanks ranks = withStandIn();
+  ranks.device_comm_fails_on = 1;
+  Settings s = ncclSettings();
+  s.start_timeout_seconds = 120;
+  runDeviceRanks(
+      s,
+      [](DeviceWorld& world, RuntimeContext& ctx) {
+        Request r;
+        r.name = "first";
+        r.input = r.output = deviceTensor(ctx, DataType::kFloat32, {100}, 1);
+        const auto began = std::chrono::steady_clock::now();
+        try {
+          world.runtime->enqueue(r)->wait(std::chrono::seconds(90));
+          REQUIRE(false, "the allreduce succeeded without a device communicator on rank 1");
+        } catch (const Error& e) {
+          const std::string what = e.what();
+          REQUIRE(what.find("rank 1") != std::string::npos, "names rank 1: " << what);
+          REQUIRE(what.find("injected failure") != std::string::npos, what);
+        }
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+        REQUIRE(seconds < 30, "failed after " << seconds << " s, not at once");
+        world.runtime->shutdown();
+      },
+      ranks);
+}
+
 // Two ranks of a host on one GPU cannot both join an NCCL communicator: under auto their set is
 // staged through host memory (and no device communicator is built); under nccl it is an error
 // naming both ranks.

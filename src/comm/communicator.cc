@@ -2,6 +2,7 @@
 #include "ronde/communicator.h"
 
 #include "backends/backend_registry.h"
+#include "comm/failure_watching_store.h"
 
 namespace ronde {
 
@@ -95,7 +96,13 @@ CommOptions Communicator::subsetOptions(const CommOptions& mine, const std::vect
     options.rank_labels.push_back(mine.rank_labels.empty() ? r
                                                            : mine.rank_labels[static_cast<size_t>(r)]);
   }
-  if (mine.store) options.store = std::make_shared<PrefixStore>(mine.store, name);
+  if (mine.store) {
+    // Formed inside a running job: a member that fails meanwhile is reported at once (its
+    // published failure), not after the start timeout.
+    std::shared_ptr<Store> failures = mine.failure_store ? mine.failure_store : mine.store;
+    options.store = std::make_shared<FailureWatchingStore>(
+        std::make_shared<PrefixStore>(mine.store, name), std::move(failures));
+  }
   return options;
 }
 

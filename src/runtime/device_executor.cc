@@ -95,6 +95,11 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
   if (device_.comms != DeviceComms::kOff && devices_ != nullptr) {
     try {
       device_comm = deviceCommunicatorFor(kind, parts, device);  // sets `device` when it runs
+    } catch (const Error& e) {
+      restore();
+      // A peer's failure (kPeerLost) names that peer already; this rank's own says where.
+      if (e.code() == ErrorCode::kPeerLost || comm_->aborted()) throw;
+      throw makeError(e.code(), comm_->describeRank(comm_->rank()), ": ", e.what());
     } catch (...) {
       restore();
       throw;

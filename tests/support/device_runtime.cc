@@ -146,8 +146,12 @@ void runDeviceRanks(const Settings& settings, const DeviceBody& body, DeviceRank
         runtime::CommunicatorSet::DeviceFactory device_comms;
         if (ranks.stand_in_device_comms) {
           const bool lacks_int16 = ranks.stand_in_lacks_int16;
-          device_comms = [&world, lacks_int16](Communicator& host, const std::string& name,
-                                               Device) -> std::unique_ptr<Communicator> {
+          const bool fails = ranks.device_comm_fails_on == ctx.rank;
+          device_comms = [&world, lacks_int16, fails](Communicator& host, const std::string& name,
+                                                      Device) -> std::unique_ptr<Communicator> {
+            if (fails) {
+              throw makeError(ErrorCode::kIo, "injected failure forming the device communicator");
+            }
             std::vector<int> everyone(static_cast<size_t>(host.size()));
             for (int r = 0; r < host.size(); ++r) everyone[static_cast<size_t>(r)] = r;
             ++world.device_comms_built;

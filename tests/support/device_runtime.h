@@ -46,6 +46,8 @@ struct DeviceRanks {
   bool stand_in_device_comms = false;
   // Reductions the stand-in lacks, as NCCL lacks int16.
   bool stand_in_lacks_int16 = true;
+  // >= 0: on this rank, building the device communicator fails (as NCCL's formation can).
+  int device_comm_fails_on = -1;
 };
 DeviceRanks slowDeviceRanks();
 
