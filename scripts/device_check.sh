@@ -18,10 +18,12 @@
 #                           (timeout + ncclCommAbort naming rank and host); abort
 #     bench.txt, bench.jsonl  tests/gpu/fusion_kernels_bench: pack/unpack 200 x 16 KiB, scale and
 #                           cast bandwidth vs a device-to-device copy, pinned H2D/D2H
-#     staging_gpu.txt       tests/gpu/runtime_staging_gpu_test: CUDA tensors through the runtime,
-#                           every collective x dtype x op: host-staged with 2 ranks sharing the
-#                           GPU (host, and auto, which must see that they share it), and on
-#                           NCCL with 1 rank (RONDE_GPU_OPERATIONS=nccl; 2 ranks: the error)
+#     staging_gpu.txt       tests/gpu/runtime_staging_gpu_test (RuntimeStagingGpu.*): CUDA tensors
+#                           through the runtime, every collective x dtype x op, host-staged with
+#                           2 ranks sharing the GPU (host, and auto, which must see that they
+#                           share it)
+#     nccl_runtime_gpu.txt  the same test's RuntimeNcclGpu.*: on NCCL with 1 rank
+#                           (RONDE_GPU_OPERATIONS=nccl), and 2 ranks on the GPU: the error
 #     staging_bench.txt     its DISABLED_StagingBench: 64 MiB staged allreduce vs host allreduce
 #                           plus the two pinned copies (one JSON line)
 #     torch_core.txt        ronde._core compiled here for this machine's Python (pybind11
@@ -160,7 +162,9 @@ step check-build check-build.txt "$bin/ronde" check-build --python /bin/false
 step batched-copy batched_copy_gpu.txt "$bin/batched_copy_gpu_test"
 step nccl nccl_gpu.txt "$bin/nccl_communicator_test"
 step bench bench.txt "$bin/fusion_kernels_bench" "$out/bench.jsonl"
-step staging staging_gpu.txt "$bin/runtime_staging_gpu_test"
+step staging staging_gpu.txt "$bin/runtime_staging_gpu_test" --gtest_filter='RuntimeStagingGpu.*'
+step nccl-runtime nccl_runtime_gpu.txt "$bin/runtime_staging_gpu_test" \
+  --gtest_filter='RuntimeNcclGpu.*'
 step staging-bench staging_bench.txt "$bin/runtime_staging_gpu_test" \
   --gtest_also_run_disabled_tests --gtest_filter='DISABLED_StagingBench.*'
 grep '^{' "$out/staging_bench.txt" >>"$out/bench.jsonl" 2>/dev/null
@@ -182,6 +186,7 @@ else
 fi
 # A skipped GPU test is a failure here: this machine has the GPU.
 if grep -q "SKIPPED" "$out/batched_copy_gpu.txt" "$out/nccl_gpu.txt" "$out/staging_gpu.txt" \
+  "$out/nccl_runtime_gpu.txt" \
   2>/dev/null; then
   echo "gpu tests: FAILED (some skipped: no GPU visible?)" | tee -a "$summary"
   status=1
