@@ -7,43 +7,30 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
+#include <cstdint>
 #include <memory>
-#include <string>
 
-#include "ronde/store.h"
+#include "rendezvous/watched_store.h"
 
 namespace ronde {
 
-class FormationStore : public Store {
+class FormationStore final : public WatchedStore {
  public:
   // `inner` holds generation G's keys (its prefix); `root` is the job's store, where the
   // driver publishes generations.
   FormationStore(std::shared_ptr<Store> inner, std::shared_ptr<Store> root, int64_t generation,
                  Duration check_interval = Duration(200));
 
-  void set(const std::string& key, const Bytes& value) override;
-  // Waits in slices of the check interval, looking for a newer generation between them.
-  Bytes get(const std::string& key, Duration timeout) override;
-  bool tryGet(const std::string& key, Bytes* value) override;
-  int64_t add(const std::string& key, int64_t delta) override;
-  void erase(const std::string& key) override;
-
   void disarm() { armed_.store(false); }
 
- private:
-  // Throws Error(kPeerLost) once a generation newer than G is published; looks at most once
-  // per check interval, so polling loops do not double the store's traffic.
-  void throwIfSuperseded();
-  [[noreturn]] void throwSuperseded(int64_t newer) const;
+ protected:
+  void check() override;
+  bool watching() const override { return armed_.load(); }
 
-  std::shared_ptr<Store> inner_;
+ private:
   std::shared_ptr<Store> root_;
   const int64_t generation_;
-  const Duration check_interval_;
   std::atomic<bool> armed_{true};
-  std::atomic<int64_t> last_check_ns_{0};  // steady clock, since its epoch
-  std::atomic<int64_t> superseded_by_{0};  // once seen, every later call fails without asking
 };
 
 }  // namespace ronde
