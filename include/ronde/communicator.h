@@ -164,9 +164,8 @@ class Communicator {
   // either is reported the same way. The runtime builds one per process set that runs CUDA
   // tensors under RONDE_GPU_OPERATIONS=nccl. Error(kConfig) when this build lacks the backend
   // or this communicator has no rendezvous store to meet through.
-  virtual std::unique_ptr<Communicator> deviceCommunicator(const std::string& backend,
-                                                           const std::string& name,
-                                                           int cuda_device);
+  std::unique_ptr<Communicator> deviceCommunicator(const std::string& backend,
+                                                   const std::string& name, int cuda_device);
   // Whether reductions of `type` with `op` run here. False where the backend has no such
   // reduction (NCCL: int16, Adasum), so that a caller can take another path before calling,
   // instead of failing the collective (which aborts the communicator).
@@ -226,11 +225,10 @@ class Communicator {
   // store seen under the prefix `name`.
   CommOptions subsetOptions(const CommOptions& mine, const std::vector<int>& ranks,
                             const std::string& name) const;
-  // deviceCommunicator for a backend that holds its options as `mine`.
-  std::unique_ptr<Communicator> buildDeviceCommunicator(const CommOptions& mine,
-                                                        const std::string& backend,
-                                                        const std::string& name,
-                                                        int cuda_device) const;
+  // The options this communicator was built with, which a device communicator beside it
+  // starts from (rendezvous, failure record, timeouts, labels); null where the backend
+  // cannot build one beside it.
+  virtual const CommOptions* formationOptions() const { return nullptr; }
   // Runs `fn` on the worker thread; the Work reports its outcome.
   virtual std::shared_ptr<Work> enqueue(std::function<void()> fn) = 0;
 

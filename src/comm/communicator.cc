@@ -1,6 +1,8 @@
 // The parts of Communicator shared by every implementation: async forms and conveniences.
 #include "ronde/communicator.h"
 
+#include <numeric>
+
 #include "backends/backend_registry.h"
 #include "comm/failure_watching_store.h"
 
@@ -41,25 +43,23 @@ std::unique_ptr<Communicator> Communicator::subCommunicator(const std::vector<in
 }
 
 std::unique_ptr<Communicator> Communicator::deviceCommunicator(const std::string& backend,
-                                                               const std::string&, int) {
-  throw makeError(ErrorCode::kConfig, "the ", transportName(), " communicator cannot build a ",
-                  backend, " communicator beside itself");
-}
-
-std::unique_ptr<Communicator> Communicator::buildDeviceCommunicator(const CommOptions& mine,
-                                                                    const std::string& backend,
-                                                                    const std::string& name,
-                                                                    int cuda_device) const {
+                                                               const std::string& name,
+                                                               int cuda_device) {
+  const CommOptions* mine = formationOptions();
+  if (mine == nullptr) {
+    throw makeError(ErrorCode::kConfig, "the ", transportName(), " communicator cannot build a ",
+                    backend, " communicator beside itself");
+  }
   const Backend& chosen = deviceBackend(backend);  // Error(kConfig) when not built
-  if (size() > 1 && !mine.store) {
+  if (size() > 1 && !mine->store) {
     throw makeError(ErrorCode::kConfig, "a ", backend, " communicator beside the ",
                     transportName(), " communicator needs ronde's rendezvous store, and ",
                     describeRank(rank()), " has none (start the job with `ronde run`, or set ",
                     "RONDE_STORE_ADDRESS)");
   }
   std::vector<int> everyone(static_cast<size_t>(size()));
-  for (int r = 0; r < size(); ++r) everyone[static_cast<size_t>(r)] = r;
-  CommOptions options = subsetOptions(mine, everyone, name);
+  std::iota(everyone.begin(), everyone.end(), 0);
+  CommOptions options = subsetOptions(*mine, everyone, name);
   options.cuda_device = cuda_device;
   return chosen.create(options);
 }

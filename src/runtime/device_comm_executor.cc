@@ -171,8 +171,7 @@ void Executor::deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vect
     return;
   }
 
-  size_t total = 0;
-  for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
+  const size_t total = elementsOf(parts);
   // Dense: the whole buffer is reduced, so padding between tensors would be work for nothing.
   // The hierarchical reduction keeps this rank's share of it behind it.
   const size_t share = hierarchy ? total / static_cast<size_t>(hierarchy->local->size()) + 1 : 0;
@@ -243,8 +242,7 @@ void Executor::deviceCommBroadcast(Communicator& comm, DeviceOps& ops, std::vect
     return;
   }
 
-  size_t total = 0;
-  for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
+  const size_t total = elementsOf(parts);
   auto* buffer = static_cast<unsigned char*>(ops.deviceBuffer(total * element + 1));
   auto copy_start = Clock::now();
   std::vector<cuda::CopySegment> pack;

@@ -163,8 +163,7 @@ void Executor::runOnDevice(uint8_t kind, std::vector<Part>& parts, std::vector<i
 void Executor::zerosInChunks(std::vector<Part>& parts) {
   const Response& first = *parts[0].response;
   const Descriptor& d = first.descriptor();
-  size_t count = 0;
-  for (Part& p : parts) count += static_cast<size_t>(p.response->descriptor().numel());
+  const size_t count = elementsOf(parts);
   const size_t element = dataTypeSize(d.dtype);
   const Scaling scaling = parts.size() == 1 ? Scaling{d.prescale, finalScale(first)} : Scaling{};
   if (scratch_.size() < count * element + 1) scratch_.resize(count * element + 1);
@@ -241,8 +240,7 @@ void Executor::deviceAllreduceFused(DeviceOps& ops, std::vector<Part>& parts) {
   const Descriptor& d0 = first.descriptor();
   const size_t element = dataTypeSize(d0.dtype);
   // Dense, not 256-byte aligned: padding would be staged and reduced as garbage.
-  size_t total = 0;
-  for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
+  const size_t total = elementsOf(parts);
   auto* buffer = static_cast<unsigned char*>(ops.deviceBuffer(total * element + 1));
   const std::vector<cuda::CopySegment> unpack = packForAllreduce(ops, parts, buffer);
 

@@ -43,6 +43,12 @@ unsigned char* sized(std::vector<unsigned char>& buffer, size_t bytes) {
 
 }  // namespace
 
+size_t Executor::elementsOf(const std::vector<Part>& parts) {
+  size_t total = 0;
+  for (const Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
+  return total;
+}
+
 void Executor::span(const Part& part, const char* activity, Clock::time_point start) {
   if (timeline_ == nullptr || part.local == nullptr) return;
   timeline_->span(part.response->key.second, activity, start, Clock::now(), "");
@@ -167,8 +173,7 @@ void Executor::allreduceFused(std::vector<Part>& parts) {
   const Response& first = *parts[0].response;
   const Descriptor& d0 = first.descriptor();
   size_t element = dataTypeSize(d0.dtype);
-  size_t total = 0;
-  for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
+  const size_t total = elementsOf(parts);
   unsigned char* buffer = sized(fusion_buffer_, total * element);
 
   auto copy_start = Clock::now();
@@ -384,8 +389,7 @@ void Executor::broadcastFused(std::vector<Part>& parts) {
   const Descriptor& d0 = first.descriptor();
   int root = static_cast<int>(d0.root);  // an index in the set: the communicator's rank
   size_t element = dataTypeSize(d0.dtype);
-  size_t total = 0;
-  for (Part& p : parts) total += static_cast<size_t>(p.response->descriptor().numel());
+  const size_t total = elementsOf(parts);
   unsigned char* buffer = sized(fusion_buffer_, total * element + 1);
 
   auto copy_start = Clock::now();

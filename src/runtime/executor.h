@@ -97,6 +97,8 @@ class Executor {
   void alltoall(Part& part, std::vector<int64_t>* received_rows);
   void reducescatter(Part& part);
   void span(const Part& part, const char* activity, Timeline::Clock::time_point start);
+  // The elements of all the parts' tensors: a fusion buffer's length.
+  static size_t elementsOf(const std::vector<Part>& parts);
   void runKind(uint8_t kind, std::vector<Part>& parts, std::vector<int64_t>* result);
 
   // device_executor.cc: the same collectives on CUDA tensors, staged through host memory.

@@ -129,14 +129,6 @@ Settings stagingSettings(int64_t fusion_threshold) {
   return s;
 }
 
-double expectedAllreduce(DataType type, ReduceOp op, int size, size_t i, int salt, double pre,
-                         double post) {
-  double v = expectedReduction(type, op, size, i, salt);
-  if (op == ReduceOp::kSum || op == ReduceOp::kAverage) v *= pre * post;
-  if (!isFloat(type) && type != DataType::kBool) v = std::trunc(v);
-  return v;
-}
-
 void allreduceEverything(Runtime& rt, int rank, int size) {
   LateStream s;
   struct Case {

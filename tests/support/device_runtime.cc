@@ -178,22 +178,6 @@ std::shared_ptr<HostDeviceTensor> deviceTensor(const RuntimeContext& ctx, DataTy
   return t;
 }
 
-namespace {
-
-// What ronde's allreduce gives for (type, op) over `size` ranks with the scales: floats exactly
-// (the values are small), integers truncated toward zero after scaling (as copyScaled does).
-// The other integer types hold every result exactly up to 4 ranks.
-double expectedAllreduce(DataType type, ReduceOp op, int size, size_t i, int salt, double pre,
-                         double post) {
-  double v = expectedReduction(type, op, size, i, salt);
-  if (op == ReduceOp::kSum || op == ReduceOp::kAverage) v *= pre * post;
-  if (!isFloat(type) && type != DataType::kBool) v = std::trunc(v);
-  // uint8 arithmetic wraps (a product of 4 ranks' values up to 6 does): as C++ and NCCL do.
-  if (type == DataType::kUInt8) v = std::fmod(v, 256.0);
-  return v;
-}
-
-}  // namespace
 
 void allreduceEverything(DeviceWorld& world, RuntimeContext& ctx) {
   struct Case {

@@ -106,6 +106,19 @@ inline std::vector<DataType> allDataTypes() {
           DataType::kBool};
 }
 
+// What ronde's allreduce gives for (type, op) over `size` ranks with the scales: floats exactly
+// (the values are small), integers truncated toward zero after scaling (as copyScaled does),
+// uint8 wrapping (a product of 4 ranks' values up to 6 does), as C++ and NCCL do. The other
+// integer types hold every result exactly up to 4 ranks.
+inline double expectedAllreduce(DataType type, ReduceOp op, int size, size_t i, int salt,
+                                double pre, double post) {
+  double v = expectedReduction(type, op, size, i, salt);
+  if (op == ReduceOp::kSum || op == ReduceOp::kAverage) v *= pre * post;
+  if (!isFloat(type) && type != DataType::kBool) v = std::trunc(v);
+  if (type == DataType::kUInt8) v = std::fmod(v, 256.0);
+  return v;
+}
+
 inline std::vector<ReduceOp> allReduceOps() {
   return {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
 }

@@ -160,8 +160,11 @@ bool NativeCommunicator::timeDirectRead() {
     verdict = shmDirectReadIsFaster(shmOp(call)) ? 1 : 0;
   }
   // The hosts agree (the knob is part of every call's descriptor): direct only where every
-  // host that timed found it faster.
-  if (!shm_only_ && size() > 1) {
+  // host that timed found it faster. Every rank knows the layout, so where no host shares
+  // memory (TCP only, one rank per host) none asks.
+  bool any_host_shares = false;
+  for (const auto& ranks : topology_.by_host) any_host_shares = any_host_shares || ranks.size() > 1;
+  if (!shm_only_ && options_.transport != TransportKind::kTcp && any_host_shares) {
     allreduce(&verdict, &verdict, 1, DataType::kInt32, ReduceOp::kMin, Scaling{});
   }
   return verdict == 2 ? tuning_.shm_direct_read : verdict == 1;

@@ -43,11 +43,6 @@ class NativeCommunicator final : public Communicator {
   void barrier() override;
   std::unique_ptr<Communicator> subCommunicator(const std::vector<int>& ranks,
                                                 const std::string& name) override;
-  std::unique_ptr<Communicator> deviceCommunicator(const std::string& backend,
-                                                   const std::string& name,
-                                                   int cuda_device) override {
-    return buildDeviceCommunicator(options_, backend, name, cuda_device);
-  }
 
   using Communicator::abort;
   void abort(ErrorCode code, const std::string& reason) override;
@@ -63,6 +58,7 @@ class NativeCommunicator final : public Communicator {
   void setTuning(const CommTuning& tuning) override;
 
  protected:
+  const CommOptions* formationOptions() const override { return &options_; }
   std::shared_ptr<Work> enqueue(std::function<void()> fn) override { return queue_.submit(std::move(fn)); }
 
  private:
