@@ -166,8 +166,7 @@ void Executor::zerosInChunks(std::vector<Part>& parts) {
   const size_t count = elementsOf(parts);
   const size_t element = dataTypeSize(d.dtype);
   const Scaling scaling = parts.size() == 1 ? Scaling{d.prescale, finalScale(first)} : Scaling{};
-  if (scratch_.size() < count * element + 1) scratch_.resize(count * element + 1);
-  unsigned char* zeros = scratch_.data();
+  unsigned char* zeros = scratch_.sized(count * element + 1);
   std::memset(zeros, 0, count * element);
   const size_t chunk = std::max<size_t>(device_.staging_chunk_bytes / element, 1);
   auto start = Clock::now();

@@ -36,11 +36,6 @@ std::shared_ptr<Tensor> resolveOutput(LocalRequest& local, const std::vector<int
   return out;
 }
 
-unsigned char* sized(std::vector<unsigned char>& buffer, size_t bytes) {
-  if (buffer.size() < bytes) buffer.resize(bytes);
-  return buffer.data();
-}
-
 }  // namespace
 
 size_t Executor::elementsOf(const std::vector<Part>& parts) {
@@ -156,7 +151,7 @@ void Executor::allreduceSingle(Part& part) {
     }
   }
   if (buffer == nullptr) {
-    buffer = sized(scratch_, bytes);
+    buffer = scratch_.sized(bytes);
     std::memset(buffer, 0, bytes);  // joined (or failed) rank: zeros
   }
   auto start = Clock::now();
@@ -174,7 +169,7 @@ void Executor::allreduceFused(std::vector<Part>& parts) {
   const Descriptor& d0 = first.descriptor();
   size_t element = dataTypeSize(d0.dtype);
   const size_t total = elementsOf(parts);
-  unsigned char* buffer = sized(fusion_buffer_, total * element);
+  unsigned char* buffer = fusion_buffer_.sized(total * element);
 
   auto copy_start = Clock::now();
   size_t offset = 0;
@@ -226,7 +221,7 @@ void Executor::allgather(Part& part) {
   const GatherLayout layout = gatherLayout(r);
   size_t total = static_cast<size_t>(layout.rows) * static_cast<size_t>(d.rowElements());
   size_t element = dataTypeSize(d.dtype);
-  const void* in = sized(scratch_in_, 1);
+  const void* in = scratch_in_.sized(1);
   void* out = nullptr;
   if (part.local) {
     in = part.local->request.input->data();
@@ -237,7 +232,7 @@ void Executor::allgather(Part& part) {
       part.error = std::current_exception();
     }
   }
-  if (out == nullptr) out = sized(scratch_, total * element + 1);
+  if (out == nullptr) out = scratch_.sized(total * element + 1);
   auto start = Clock::now();
   comm_->allgatherv(in, out, layout.counts, d.dtype);
   span(part, "ALLGATHER", start);
@@ -260,7 +255,7 @@ void Executor::broadcast(Part& part) {
       part.error = std::current_exception();
     }
   }
-  if (buffer == nullptr) buffer = sized(scratch_, count * dataTypeSize(d.dtype) + 1);
+  if (buffer == nullptr) buffer = scratch_.sized(count * dataTypeSize(d.dtype) + 1);
   auto start = Clock::now();
   comm_->broadcast(buffer, count, d.dtype, root);
   span(part, "BROADCAST", start);
@@ -274,7 +269,7 @@ void Executor::alltoall(Part& part, std::vector<int64_t>* received_rows) {
   *received_rows = layout.received_rows;
   const int64_t rows = layout.rows;
   size_t element = dataTypeSize(d.dtype);
-  const void* in = sized(scratch_in_, 1);
+  const void* in = scratch_in_.sized(1);
   void* out = nullptr;
   if (part.local) {
     in = part.local->request.input->data();
@@ -285,7 +280,7 @@ void Executor::alltoall(Part& part, std::vector<int64_t>* received_rows) {
       part.error = std::current_exception();
     }
   }
-  if (out == nullptr) out = sized(scratch_, static_cast<size_t>(rows) * row * element + 1);
+  if (out == nullptr) out = scratch_.sized(static_cast<size_t>(rows) * row * element + 1);
   auto start = Clock::now();
   comm_->alltoallv(in, layout.send, out, layout.recv, d.dtype);
   span(part, "ALLTOALL", start);
@@ -304,7 +299,7 @@ void Executor::reducescatter(Part& part) {
   if (part.local) {
     in = part.local->request.input->data();
     if (d.prescale != 1.0) {
-      void* scaled = sized(scratch_in_, count * element);
+      void* scaled = scratch_in_.sized(count * element);
       copyScaled(scaled, in, count, d.dtype, d.prescale);
       in = scaled;
     }
@@ -315,11 +310,11 @@ void Executor::reducescatter(Part& part) {
       part.error = std::current_exception();
     }
   } else {
-    void* zeros = sized(scratch_in_, count * element);  // a joined rank
+    void* zeros = scratch_in_.sized(count * element);  // a joined rank
     std::memset(zeros, 0, count * element);
     in = zeros;
   }
-  if (out == nullptr) out = sized(scratch_, static_cast<size_t>(my_rows) * row * element + 1);
+  if (out == nullptr) out = scratch_.sized(static_cast<size_t>(my_rows) * row * element + 1);
   auto start = Clock::now();
   comm_->reducescatter(in, out, layout.counts, d.dtype, collectiveOp(d),
                        Scaling{1.0, finalScale(r)});
@@ -339,8 +334,8 @@ void Executor::allgatherFused(std::vector<Part>& parts) {
   const std::vector<size_t>& counts = layout.counts;
   const size_t total = layout.total;
   size_t me = static_cast<size_t>(comm_->rank());
-  unsigned char* send = sized(scratch_in_, counts[me] * element + 1);
-  unsigned char* gathered = sized(fusion_buffer_, total * element + 1);
+  unsigned char* send = scratch_in_.sized(counts[me] * element + 1);
+  unsigned char* gathered = fusion_buffer_.sized(total * element + 1);
 
   auto copy_start = Clock::now();
   size_t offset = 0;
@@ -390,7 +385,7 @@ void Executor::broadcastFused(std::vector<Part>& parts) {
   int root = static_cast<int>(d0.root);  // an index in the set: the communicator's rank
   size_t element = dataTypeSize(d0.dtype);
   const size_t total = elementsOf(parts);
-  unsigned char* buffer = sized(fusion_buffer_, total * element + 1);
+  unsigned char* buffer = fusion_buffer_.sized(total * element + 1);
 
   auto copy_start = Clock::now();
   size_t offset = 0;

@@ -17,6 +17,7 @@
 #include <set>
 #include <vector>
 
+#include "common/huge_page_buffer.h"
 #include "ronde/communicator.h"
 #include "runtime/communicator_set.h"
 #include "runtime/device_set.h"
@@ -153,9 +154,10 @@ class Executor {
   // The device this rank's CUDA tensors were last on: where a rank with none in a response (it
   // joined) takes part in a device communicator's collective.
   std::optional<Device> home_device_;
-  std::vector<unsigned char> fusion_buffer_;
-  std::vector<unsigned char> scratch_;
-  std::vector<unsigned char> scratch_in_;
+  // Huge-page backed: the shared-memory allreduce pins the fusion buffer's pages on every call.
+  HugePageBuffer fusion_buffer_;
+  HugePageBuffer scratch_;
+  HugePageBuffer scratch_in_;
 };
 
 }  // namespace ronde::runtime
