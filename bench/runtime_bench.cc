@@ -1,6 +1,7 @@
 // The runtime's costs, measured on N ranks forked from this program (shared memory):
 //   1. a step of 200 allreduces of 16 KiB each, fused versus RONDE_FUSION_THRESHOLD=0;
-//   2. one 64 MiB allreduce through the runtime versus the raw Communicator::allreduce;
+//   2. one 64 MiB allreduce through the runtime versus the raw Communicator::allreduce, and a
+//      step of 16 allreduces of 1 MiB (one 16 MiB fusion) versus the raw allreduce of 16 MiB;
 //   3. the negotiation cost of a step of 200 tensors once the cache knows them;
 //   4. the latency of a lone 4 KiB allreduce through the runtime versus the raw one, back to
 //      back and after a pause long enough for the runtime to go idle.
@@ -89,6 +90,8 @@ void runRank(int rank, const Options& o, int port) {
 
   // Rounds alternate the variants, so that a change in the machine's load hits both alike.
   std::vector<double> fused, unfused, raw_big, runtime_big, raw_small, tiny;
+  std::vector<double> fused_large, raw_large;
+  std::vector<float> large(16 * (1u << 20) / sizeof(float), 1.0f);
   std::vector<double> lone_raw, lone_runtime, lone_after_pause;
   std::vector<float> lone(1024, 1.0f);
   auto lone_tensor =
@@ -115,6 +118,15 @@ void runRank(int rank, const Options& o, int port) {
       start = Clock::now();
       rt->enqueue(std::move(r))->wait();
       runtime_big.push_back(since(start));
+    }
+    // The fusion buffer is the runtime's own memory (huge pages where the kernel has them);
+    // the raw allreduce runs on an ordinary vector, as a user's buffer would be.
+    for (double v : timeSteps(*rt, 10, 16, (1u << 20) / sizeof(float))) fused_large.push_back(v);
+    for (int i = 0; i < 10; ++i) {
+      auto start = Clock::now();
+      raw->allreduce(large.data(), large.data(), large.size(), ronde::DataType::kFloat32,
+                     ronde::ReduceOp::kSum);
+      raw_large.push_back(since(start));
     }
     for (int i = 0; i < 200; ++i) {
       auto start = Clock::now();
@@ -170,6 +182,10 @@ void runRank(int rank, const Options& o, int port) {
     std::printf("64 MiB allreduce: raw %.3f ms, runtime %.3f ms, overhead %+.1f%%\n",
                 median(raw_big) * 1e3, median(runtime_big) * 1e3,
                 100 * (median(runtime_big) / median(raw_big) - 1));
+    std::printf("16 x 1 MiB allreduce step (one 16 MiB fusion): runtime %.3f ms, raw 16 MiB "
+                "allreduce %.3f ms, ratio %.2fx\n",
+                median(fused_large) * 1e3, median(raw_large) * 1e3,
+                median(raw_large) / median(fused_large));
     std::printf(
         "200 x 4 B cached step: %.1f us per step (raw 800 B allreduce %.1f us); negotiation %.1f "
         "us per "
