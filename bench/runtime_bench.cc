@@ -1,11 +1,12 @@
 // The runtime's costs, measured on N ranks forked from this program (shared memory):
 //   1. a step of 200 allreduces of 16 KiB each, fused versus RONDE_FUSION_THRESHOLD=0;
 //   2. one 64 MiB allreduce through the runtime versus the raw Communicator::allreduce, and a
-//      step of 16 allreduces of 1 MiB (one 16 MiB fusion) versus the raw allreduce of 16 MiB;
+//      step of 16 allreduces of 1 MiB versus the raw allreduce of 16 MiB (run it with
+//      --fusion-max-tensor-bytes=0 too: that fuses them into one 16 MiB buffer, as Horovod);
 //   3. the negotiation cost of a step of 200 tensors once the cache knows them;
 //   4. the latency of a lone 4 KiB allreduce through the runtime versus the raw one, back to
 //      back and after a pause long enough for the runtime to go idle.
-// Usage: runtime_bench [--ranks=2] [--steps=200] [--cycle-ms=1]
+// Usage: runtime_bench [--ranks=2] [--steps=200] [--cycle-ms=1] [--fusion-max-tensor-bytes=N]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +38,7 @@ struct Options {
   int ranks = 2;
   int steps = 200;
   double cycle_ms = 1.0;
+  int64_t fusion_max_tensor_bytes = ronde::Settings{}.fusion_max_tensor_bytes;
 };
 
 std::unique_ptr<ronde::Communicator> communicator(int rank, const Options& o, int port,
@@ -84,6 +86,7 @@ void runRank(int rank, const Options& o, int port) {
   auto raw = communicator(rank, o, port, "raw");
   ronde::Settings settings;
   settings.cycle_time_ms = o.cycle_ms;
+  settings.fusion_max_tensor_bytes = o.fusion_max_tensor_bytes;
   auto rt = ronde::Runtime::init(settings, communicator(rank, o, port, "runtime"));
   auto tensor = std::make_shared<ronde::HostTensor>(
       ronde::DataType::kFloat32, std::vector<int64_t>{static_cast<int64_t>(buffer.size())});
@@ -119,8 +122,8 @@ void runRank(int rank, const Options& o, int port) {
       rt->enqueue(std::move(r))->wait();
       runtime_big.push_back(since(start));
     }
-    // The fusion buffer is the runtime's own memory (huge pages where the kernel has them);
-    // the raw allreduce runs on an ordinary vector, as a user's buffer would be.
+    // Fused or not as --fusion-max-tensor-bytes says; the raw allreduce runs on an ordinary
+    // vector, as a user's buffer would be.
     for (double v : timeSteps(*rt, 10, 16, (1u << 20) / sizeof(float))) fused_large.push_back(v);
     for (int i = 0; i < 10; ++i) {
       auto start = Clock::now();
@@ -173,7 +176,8 @@ void runRank(int rank, const Options& o, int port) {
   rt->shutdown();
 
   if (rank == 0) {
-    std::printf("ranks=%d cycle_ms=%.2f transport=%s (medians)\n", o.ranks, o.cycle_ms,
+    std::printf("ranks=%d cycle_ms=%.2f fusion_max_tensor_bytes=%lld transport=%s (medians)\n",
+                o.ranks, o.cycle_ms, static_cast<long long>(o.fusion_max_tensor_bytes),
                 raw->transportName().c_str());
     std::printf(
         "200 x 16 KiB allreduce step: fused %.3f ms, unfused (threshold 0) %.3f ms, speedup "
@@ -182,8 +186,8 @@ void runRank(int rank, const Options& o, int port) {
     std::printf("64 MiB allreduce: raw %.3f ms, runtime %.3f ms, overhead %+.1f%%\n",
                 median(raw_big) * 1e3, median(runtime_big) * 1e3,
                 100 * (median(runtime_big) / median(raw_big) - 1));
-    std::printf("16 x 1 MiB allreduce step (one 16 MiB fusion): runtime %.3f ms, raw 16 MiB "
-                "allreduce %.3f ms, ratio %.2fx\n",
+    std::printf("16 x 1 MiB allreduce step: runtime %.3f ms, raw 16 MiB allreduce %.3f ms, "
+                "ratio %.2fx\n",
                 median(fused_large) * 1e3, median(raw_large) * 1e3,
                 median(raw_large) / median(fused_large));
     std::printf(
@@ -212,8 +216,13 @@ int main(int argc, char** argv) {
       o.steps = std::stoi(a.substr(8));
     else if (a.rfind("--cycle-ms=", 0) == 0)
       o.cycle_ms = std::stod(a.substr(11));
+    else if (a.rfind("--fusion-max-tensor-bytes=", 0) == 0)
+      o.fusion_max_tensor_bytes = std::stoll(a.substr(26));
     else {
-      std::fprintf(stderr, "usage: %s [--ranks=2] [--steps=200] [--cycle-ms=1]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--ranks=2] [--steps=200] [--cycle-ms=1] "
+                   "[--fusion-max-tensor-bytes=N]\n",
+                   argv[0]);
       return 2;
     }
   }

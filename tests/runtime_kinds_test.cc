@@ -262,6 +262,50 @@ TEST(RuntimeKinds, KnobsChangedWhileRunningFollowRankZero) {
       });
 }
 
+TEST(RuntimeKinds, TensorsAboveTheLargestFusedSizeRunAloneAsRankZeroSays) {
+  RankSpec spec;
+  spec.size = 3;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        // A world whose ranks ask for different limits: rank 0's 4 KiB must hold everywhere,
+        // or the ranks would plan different collectives and hang or mix tensors up.
+        rt->shutdown();
+        rt.reset();
+        Settings settings = runtimeTestSettings();
+        settings.fusion_max_tensor_bytes = ctx.rank == 0 ? 4096 : 64 * ctx.rank;
+        rt = Runtime::init(settings, ctx.communicator("limits", ctx.rank, ctx.size));
+        for (int step = 0; step < 3; ++step) {
+          // 5 small (at most 4 KiB) and 3 large tensors of floats, in one cycle.
+          const std::vector<size_t> sizes = {7, 1024, 3000, 100, 1500, 1, 2048, 9};
+          std::vector<std::shared_ptr<HostTensor>> tensors;
+          std::vector<Request> requests;
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            tensors.push_back(filledFloats(sizes[i], static_cast<float>(ctx.rank + step)));
+            requests.push_back(allreduceOf("limit." + std::to_string(i), tensors.back()));
+          }
+          RuntimeStats before = rt->stats();
+          auto handles = rt->enqueueGroup(requests);
+          for (auto& h : handles) h->wait(std::chrono::seconds(30));
+          RuntimeStats after = rt->stats();
+          for (int i = 0; i < 1000 && after.responses - before.responses < 8; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            after = rt->stats();
+          }
+          REQUIRE(after.collectives - before.collectives == 4,
+                  "one fused allreduce and three alone, not "
+                      << after.collectives - before.collectives);
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            for (size_t e = 0; e < sizes[i]; e += 97) {
+              // sum over ranks of (rank + step + e)
+              const float want = static_cast<float>(3 * (step + e) + 3);
+              REQUIRE(tensors[i]->as<float>()[e] == want,
+                      "tensor " << i << " element " << e << ": " << tensors[i]->as<float>()[e]);
+            }
+          }
+        }
+      });
+}
+
 TEST(RuntimeKinds, AllgathersAndBroadcastsFuse) {
   RankSpec spec;
   spec.size = 3;

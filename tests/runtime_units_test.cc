@@ -237,6 +237,20 @@ TEST(RuntimeUnits, FusionPacksByDtypeUpToTheThreshold) {
   EXPECT_EQ(planExecution(responses, 1 << 20).size(), 2u);  // one buffer per dtype
 }
 
+TEST(RuntimeUnits, TensorsAboveTheLargestFusedSizeRunAloneAndTheRestStillFuse) {
+  std::vector<Response> responses;
+  responses.push_back(responseFor("small.a", 100));  // 400 B
+  responses.push_back(responseFor("large", 1000));   // 4000 B
+  responses.push_back(responseFor("small.b", 100));
+  responses.push_back(responseFor("edge", 256));  // 1024 B: at the limit, still fused
+  auto plan = planExecution(responses, 1 << 20, 1024);
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].responses, (std::vector<size_t>{0, 2, 3}));
+  EXPECT_EQ(plan[1].responses, (std::vector<size_t>{1}));
+  EXPECT_EQ(planExecution(responses, 1 << 20, 0).size(), 1u);  // 0: no limit, as Horovod
+  EXPECT_EQ(planExecution(responses, 1 << 20, 399).size(), 4u);  // nothing small enough
+}
+
 #if defined(RONDE_TEST_GLIBC_MALLOC)
 TEST(RuntimeUnits, AllocatorTuningLeavesAUsersMallocSettingsAlone) {
   auto only = [](const char* set, const char* value) {

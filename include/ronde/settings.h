@@ -63,6 +63,9 @@ struct Settings {
 
   // Runtime (negotiation, fusion, timeline, stall inspector).
   int64_t fusion_threshold_bytes = 128LL * 1024 * 1024;
+  // Larger tensors run alone, in place: copying them through the fusion buffer and back
+  // costs more than their own collective's start-up. 0: every tensor may be fused.
+  int64_t fusion_max_tensor_bytes = 512 * 1024;
   bool malloc_tuning = true;  // keep freed memory mapped (runtime/allocator_tuning.h)
   double cycle_time_ms = 1.0;
   int cache_capacity = 1024;

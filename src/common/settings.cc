@@ -106,6 +106,10 @@ const Field kFields[] = {
      4096},
     {"FUSION_THRESHOLD", &Settings::fusion_threshold_bytes, kBytes,
      "Largest fusion buffer: small tensors are batched into one collective up to this size."},
+    {"FUSION_MAX_TENSOR_BYTES", &Settings::fusion_max_tensor_bytes, kBytes,
+     "Largest tensor copied into the fusion buffer: larger ones run alone, in place, since "
+     "copying them in and out costs more than their own collective's start-up (0: fuse every "
+     "tensor that fits the fusion threshold, as Horovod does). Rank 0's value holds for all."},
     {"MALLOC_TUNING", &Settings::malloc_tuning, nullptr,
      "At init, set glibc malloc's mmap and trim thresholds (32 MiB, 1 GiB) so that a training "
      "step's freed tensors stay mapped for the next step instead of being faulted in again; "

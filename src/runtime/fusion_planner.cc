@@ -29,7 +29,8 @@ int64_t fusedBytes(const Response& r) {
 }  // namespace
 
 std::vector<ExecutionUnit> planExecution(const std::vector<Response>& responses,
-                                         int64_t fusion_threshold_bytes) {
+                                         int64_t fusion_threshold_bytes,
+                                         int64_t max_tensor_bytes) {
   // Host and CUDA tensors never share a buffer; every rank agrees on a tensor's device kind
   // (the negotiation checks it), not on its device index.
   using Key = std::tuple<int32_t, uint8_t, DataType, ReduceOp, double, double, int32_t, uint8_t>;
@@ -39,8 +40,9 @@ std::vector<ExecutionUnit> planExecution(const std::vector<Response>& responses,
   for (size_t i = 0; i < responses.size(); ++i) {
     const Response& r = responses[i];
     const Descriptor& d = r.descriptor();
-    bool fusable = r.error.empty() && fusableKind(d.kind) && fusion_threshold_bytes > 0;
-    int64_t bytes = fusedBytes(r);
+    const int64_t bytes = fusedBytes(r);
+    const bool fusable = r.error.empty() && fusableKind(d.kind) && fusion_threshold_bytes > 0 &&
+                         (max_tensor_bytes <= 0 || bytes <= max_tensor_bytes);
     if (fusable) {
       Key key{d.process_set, d.kind,      d.dtype, d.op,
               d.prescale,    d.postscale, d.root,  static_cast<uint8_t>(d.device.kind)};

@@ -38,6 +38,7 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
       sets_(size_),
       devices_(std::move(devices)),
       wanted_fusion_threshold_(settings.fusion_threshold_bytes),
+      wanted_fusion_max_tensor_(settings.fusion_max_tensor_bytes),
       wanted_cycle_ms_(settings.cycle_time_ms),
       wanted_response_cache_(settings.cache_capacity > 0),
       table_(size_),
@@ -46,10 +47,15 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
       stall_inspector_(settings.stall_check_seconds, settings.stall_shutdown_seconds,
                        settings.stall_check_disable),
       fusion_threshold_(settings.fusion_threshold_bytes),
+      fusion_max_tensor_(settings.fusion_max_tensor_bytes),
       cycle_ms_(settings.cycle_time_ms) {
   if (settings.fusion_threshold_bytes < 0) {
     throw makeError(ErrorCode::kConfig, "RONDE_FUSION_THRESHOLD must be >= 0, not ",
                     settings.fusion_threshold_bytes);
+  }
+  if (settings.fusion_max_tensor_bytes < 0) {
+    throw makeError(ErrorCode::kConfig, "RONDE_FUSION_MAX_TENSOR_BYTES must be >= 0, not ",
+                    settings.fusion_max_tensor_bytes);
   }
   if (!(settings.cycle_time_ms > 0)) {
     throw makeError(ErrorCode::kConfig, "RONDE_CYCLE_TIME must be > 0 ms, not ",
@@ -463,7 +469,7 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
                      std::vector<int64_t> result, std::exception_ptr error) {
     finish(key, std::move(output), std::move(result), std::move(error));
   };
-  std::vector<ExecutionUnit> plan = planExecution(responses, fusion_threshold_);
+  std::vector<ExecutionUnit> plan = planExecution(responses, fusion_threshold_, fusion_max_tensor_);
   size_t ran = 0;
   for (const ExecutionUnit& unit : plan) {
     if (timeline_) {

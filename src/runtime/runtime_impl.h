@@ -130,6 +130,7 @@ class RuntimeImpl final : public Runtime {
 
   // Knobs: this rank's wish; rank 0's travels with the negotiation and everyone adopts it.
   std::atomic<int64_t> wanted_fusion_threshold_;
+  int64_t wanted_fusion_max_tensor_;  // settings only: never changes after init
   std::atomic<double> wanted_cycle_ms_;
   std::atomic<bool> wanted_response_cache_;
   std::atomic<bool> knobs_changed_{true};
@@ -151,6 +152,7 @@ class RuntimeImpl final : public Runtime {
   StallInspector stall_inspector_;
   std::unique_ptr<Timeline> timeline_;
   int64_t fusion_threshold_;
+  int64_t fusion_max_tensor_;
   double cycle_ms_;
   uint64_t cycle_ = 0;
   bool stall_stopped_ = false;

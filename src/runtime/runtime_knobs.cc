@@ -1,8 +1,8 @@
-// The knobs every rank must change together (fusion threshold, cycle time, response cache,
-// and the communicator's algorithm knobs: size-band cutoff, chunks, hierarchical), and the
-// autotuner that changes them. Rank 0's wish travels at the head of its negotiation
-// message; every rank adopts it while reading that message, so all apply it between the same
-// two cycles.
+// The knobs every rank must change together (fusion threshold and largest fused tensor, cycle
+// time, response cache, and the communicator's algorithm knobs: size-band cutoff, chunks,
+// hierarchical), and the autotuner that changes them. Rank 0's wish travels at the head of
+// its negotiation message; every rank adopts it while reading that message, so all apply it
+// between the same two cycles.
 #include <functional>
 #include <string>
 
@@ -59,6 +59,7 @@ void RuntimeImpl::initKnobs() {
 void RuntimeImpl::writeKnobs(WireWriter& writer) {
   knobs_changed_ = false;
   writer.i64(wanted_fusion_threshold_.load());
+  writer.i64(wanted_fusion_max_tensor_);
   writer.f64(wanted_cycle_ms_.load());
   writer.u8(wanted_response_cache_.load() ? 1 : 0);
   // The communicator's knobs only when they change: one byte in the usual message.
@@ -76,6 +77,7 @@ void RuntimeImpl::writeKnobs(WireWriter& writer) {
 
 void RuntimeImpl::readKnobs(WireReader& reader) {
   fusion_threshold_ = reader.i64();
+  fusion_max_tensor_ = reader.i64();
   cycle_ms_ = reader.f64();
   const bool cache_on = reader.u8() != 0;
   if (cache_on != (cache_.capacity() > 0)) switchResponseCache(cache_on);
