@@ -59,12 +59,16 @@ TEST(HugePageBuffer, GrowsToWhatIsAskedAndKeepsTheBufferWhileItFits) {
   EXPECT_EQ(big[5 * kHugePage + 2], 0xa5);
 }
 
-TEST(HugePageBuffer, BuffersOfAHugePageOrMoreStartOnAHugePageBoundary) {
+TEST(HugePageBuffer, BuffersFrom256KiBAreWholeHugePages) {
   HugePageBuffer buffer;
-  for (size_t bytes : {kHugePage, 3 * kHugePage + 17, 64 * kHugePage}) {
+  for (size_t bytes : {size_t{256} << 10, kHugePage, 3 * kHugePage + 17, 64 * kHugePage}) {
     const auto address = reinterpret_cast<uintptr_t>(buffer.sized(bytes));
     EXPECT_EQ(address % kHugePage, 0u) << bytes << " bytes";
+    EXPECT_EQ(buffer.capacity() % kHugePage, 0u) << bytes << " bytes";
   }
+  HugePageBuffer small;
+  small.sized(100 << 10);
+  EXPECT_LT(small.capacity(), kHugePage);  // a huge page would cost more than it saves
 }
 
 TEST(HugePageBuffer, TheKernelMayBackItWithHugePages) {
@@ -73,8 +77,8 @@ TEST(HugePageBuffer, TheKernelMayBackItWithHugePages) {
     GTEST_SKIP() << "transparent huge pages are '" << mode << "' on this kernel";
   }
   HugePageBuffer buffer;
-  unsigned char* data = buffer.sized(4 * kHugePage);
-  std::memset(data, 1, 4 * kHugePage);
+  unsigned char* data = buffer.sized(1 << 20);  // the smallest fusion buffer that gets them
+  std::memset(data, 1, 1 << 20);
   const int eligible = thpEligible(data);
   if (eligible < 0) GTEST_SKIP() << "this kernel's smaps has no THPeligible line";
   EXPECT_EQ(eligible, 1) << "the buffer was not advised MADV_HUGEPAGE";

@@ -14,6 +14,7 @@ namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kPage = 4096;
+constexpr size_t kHugeFrom = size_t{256} << 10;  // smaller buffers stay on 4 KiB pages
 
 size_t roundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 
@@ -33,7 +34,7 @@ unsigned char* HugePageBuffer::sized(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
   if (bytes <= capacity_) return data_;
   const size_t wanted = std::max(bytes, capacity_ * 2);
-  const bool huge = wanted >= kHugePage;
+  const bool huge = wanted >= kHugeFrom;
   const size_t capacity = roundUp(wanted, huge ? kHugePage : kPage);
   // mmap aligns to pages only: map one huge page more and start at the first 2 MiB boundary.
   const size_t mapping_bytes = capacity + (huge ? kHugePage : 0);

@@ -5,9 +5,10 @@
 // cross-memory attach, and the kernel pins every page it touches on each call. On 4 KiB
 // pages that pinning, and the TLB misses of the copies and reductions, cost as much as the
 // copies themselves; on 2 MiB pages a 1 MiB two-rank allreduce took 110 instead of 160 us
-// (docs/benchmarks.md). Buffers of 2 MiB and more are therefore 2 MiB aligned and advised
-// MADV_HUGEPAGE, which works where transparent huge pages are "madvise" (the common default)
-// as well as "always", and is a harmless no-op where they are "never".
+// (docs/benchmarks.md). Buffers of 256 KiB and more are therefore whole 2 MiB pages, aligned
+// and advised MADV_HUGEPAGE, which works where transparent huge pages are "madvise" (the
+// common default) as well as "always", and is a harmless no-op where they are "never". Below
+// that a huge page would cost more memory than the copies it speeds up.
 //
 // Contents are not kept when the buffer grows: every user fills what it reads.
 #pragma once
