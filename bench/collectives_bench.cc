@@ -6,16 +6,18 @@
 //       [--collectives=allreduce,allgather,broadcast] [--trials=3] [--trial-seconds=0.15]
 //       [--bind=core|none]
 //       [--shm-chunk=256K] [--tcp-chunk=512K] [--small-allreduce=64K] [--shm-direct=1|0]
-//       [--label=ronde]
+//       [--huge-pages=0|1] [--label=ronde]
 //
 // The chunk and threshold flags override CommOptions so that they can be tuned from here;
 // --shm-direct forces one shared-memory allreduce (without it the communicator times both).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/huge_page_buffer.h"
 #include "harness.h"
 #include "ronde/communicator.h"
 
@@ -41,7 +43,33 @@ struct Config {
   // CommOptions::shm_direct_read (0: stage through the slots); unset: the communicator's own
   // choice (timed at construction).
   std::optional<bool> shm_direct;
+  // Input and output on transparent huge pages, as the runtime's fusion buffer is: what page
+  // pinning costs the direct shm allreduce. Not for comparisons with the peers, whose
+  // programs use ordinary allocations.
+  bool huge_pages = false;
   std::string label = "ronde";
+};
+
+// A rank's buffer: an ordinary vector, or (--huge-pages=1) one on transparent huge pages.
+class BenchBuffer {
+ public:
+  explicit BenchBuffer(bool huge) : huge_(huge) {}
+  void resize(size_t count) {
+    if (huge_) {
+      data_ = reinterpret_cast<float*>(pages_.sized(count * sizeof(float)));
+      std::fill(data_, data_ + count, 0.0f);  // fault every page in before timing
+    } else {
+      vector_.assign(count, 0.0f);
+      data_ = vector_.data();
+    }
+  }
+  float* data() { return data_; }
+
+ private:
+  bool huge_;
+  std::vector<float> vector_;
+  ronde::HugePageBuffer pages_;
+  float* data_ = nullptr;
 };
 
 // Runs one collective at one size: checks the result once, then times it.
@@ -57,8 +85,8 @@ bool benchOne(Communicator& comm, const Config& config, Collective collective, s
   };
 
   size_t errors = 0;
-  std::vector<float> in;
-  std::vector<float> out;
+  BenchBuffer in(config.huge_pages);
+  BenchBuffer out(config.huge_pages);
   switch (collective) {
     case Collective::kAllreduce:
       in.resize(count);
@@ -149,6 +177,7 @@ int main(int argc, char** argv) {
   config.small_allreduce = args.getBytes("small-allreduce", -1);
   const int shm_direct = args.getInt("shm-direct", -1);
   if (shm_direct >= 0) config.shm_direct = shm_direct != 0;
+  config.huge_pages = args.getInt("huge-pages", 0) != 0;
   config.label = args.get("label", "ronde");
   args.finish();
   if (config.transport == "shm") {
