@@ -166,10 +166,10 @@ TEST(Autotuner, ConvergesNearTheBestKnobsOfASimulatedJob) {
       std::stringstream fields(line);
       std::vector<std::string> f;
       for (std::string v; std::getline(fields, v, ',');) f.push_back(v);
-      ASSERT_EQ(f.size(), 14u);
-      EXPECT_NEAR(std::stod(f[13]), std::stod(f[11]) / std::stod(f[12]), std::stod(f[13]) * 1e-3);
+      ASSERT_EQ(f.size(), 15u);
+      EXPECT_NEAR(std::stod(f[14]), std::stod(f[12]) / std::stod(f[13]), std::stod(f[14]) * 1e-3);
       // Every window is 3 steps of 50 tensors.
-      EXPECT_EQ(std::stoll(f[11]), 3 * 50 * SimulatedJob::kTensorBytes);
+      EXPECT_EQ(std::stoll(f[12]), 3 * 50 * SimulatedJob::kTensorBytes);
     }
     if (line.find(",final,") != std::string::npos) ++finals;
   }
@@ -301,6 +301,55 @@ TEST(Autotuner, RejectsBadOptionsAndAnUnwritableLog) {
     EXPECT_EQ(e.code(), ErrorCode::kIo);
     EXPECT_NE(std::string(e.what()).find("/nonexistent-directory/autotune.csv"), std::string::npos);
   }
+}
+
+// A job whose step time is least when tensors above 512 KiB skip the fusion buffer: the
+// largest fused tensor is tuned on a log scale from 64 KiB to 32 MiB, and "no limit" (0)
+// starts at the top of that range, not at its bottom.
+TEST(Autotuner, ChoosesTheLargestFusedTensorOfASimulatedJob) {
+  AutotuneOptions options;
+  options.warmup_samples = 1;
+  options.steps_per_sample = 1;
+  options.max_samples = 40;
+  options.noise = 0.05;
+  options.tune_response_cache = false;
+  options.tune_fusion_max_tensor = true;
+  TuningKnobs initial;
+  initial.fusion_threshold_bytes = 8 << 20;
+  initial.cycle_time_ms = 2;
+  initial.fusion_max_tensor_bytes = 0;  // Horovod's behaviour: fuse everything
+  Autotuner tuner(options, initial);
+  EXPECT_EQ(tuner.tunedKnobs(), (std::vector<std::string>{"fusion_threshold_bytes",
+                                                          "cycle_time_ms",
+                                                          "fusion_max_tensor_bytes"}));
+  auto stepSeconds = [](const TuningKnobs& k) {
+    const double m = std::log2(static_cast<double>(k.fusion_max_tensor_bytes == 0
+                                                       ? int64_t{64} << 20
+                                                       : k.fusion_max_tensor_bytes) /
+                               (512 << 10));
+    return SimulatedJob::stepSeconds(k) + 0.01 * 0.2 * m * m;
+  };
+  auto now = Autotuner::Clock::time_point{};
+  for (int s = 0; s < 2000 && !tuner.finished(); ++s) {
+    const double cycle = stepSeconds(tuner.knobs()) / 5;
+    for (int c = 0; c < 5; ++c) {
+      std::vector<uint64_t> ids;
+      for (int t = 0; t < 10; ++t) ids.push_back(static_cast<uint64_t>(c * 10 + t));
+      now += std::chrono::duration_cast<Autotuner::Clock::duration>(
+          std::chrono::duration<double>(cycle));
+      tuner.cycleDone(10 * SimulatedJob::kTensorBytes, ids, now);
+      const int64_t limit = tuner.knobs().fusion_max_tensor_bytes;
+      ASSERT_TRUE(limit == 0 || (limit >= 64 << 10 && limit <= 32 << 20 && limit % 4096 == 0))
+          << limit;
+    }
+  }
+  ASSERT_TRUE(tuner.finished());
+  TuningKnobs best = initial;
+  best.fusion_max_tensor_bytes = 512 << 10;
+  EXPECT_LT(stepSeconds(tuner.knobs()), stepSeconds(best) * 1.1)
+      << "largest fused tensor " << tuner.knobs().fusion_max_tensor_bytes << " fusion "
+      << tuner.knobs().fusion_threshold_bytes << " cycle " << tuner.knobs().cycle_time_ms;
+  EXPECT_LT(stepSeconds(tuner.knobs()), stepSeconds(initial));
 }
 
 }  // namespace

@@ -32,6 +32,13 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
     spec.hosts = hosts;
     runRuntimeRanks(spec, settings, [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
       constexpr int kTensors = 12;
+      // 256 B to 8 KiB, and two of 128 KiB and 1 MiB on either side of the largest fused
+      // tensor's range, so that the tuner's choices move them in and out of the buffer.
+      auto elements = [](int i) -> size_t {
+        if (i == 10) return size_t{32} << 10;
+        if (i == 11) return size_t{256} << 10;
+        return static_cast<size_t>(64 << (i % 6));
+      };
       int knob_changes = 0;
       int comm_changes = 0;
       RuntimeStats last = rt->stats();
@@ -39,7 +46,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
         std::vector<std::shared_ptr<HostTensor>> tensors;
         std::vector<std::shared_ptr<Handle>> handles;
         for (int i = 0; i < kTensors; ++i) {
-          const size_t n = static_cast<size_t>(64 << (i % 6));
+          const size_t n = elements(i);
           auto t = filledFloats(n, static_cast<float>(ctx.rank * 3 + i + step));
           Request r;
           r.name = "grad" + std::to_string(i);
@@ -50,7 +57,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
         for (int i = 0; i < kTensors; ++i) {
           handles[static_cast<size_t>(i)]->wait();
           const float* got = tensors[static_cast<size_t>(i)]->as<float>();
-          const size_t n = static_cast<size_t>(64 << (i % 6));
+          const size_t n = elements(i);
           for (size_t e = 0; e < n; e += 13) {
             // sum over ranks of (3 rank + i + step + e)
             const float want = static_cast<float>(3 * ctx.size * (ctx.size - 1) / 2 +
@@ -61,6 +68,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
         }
         const RuntimeStats now = rt->stats();
         if (now.fusion_threshold_bytes != last.fusion_threshold_bytes ||
+            now.fusion_max_tensor_bytes != last.fusion_max_tensor_bytes ||
             now.cycle_time_ms != last.cycle_time_ms || now.response_cache != last.response_cache)
           ++knob_changes;
         if (!(now.communicator_tuning == last.communicator_tuning)) ++comm_changes;
@@ -79,7 +87,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
               "shm chunk " << tuning.shm_chunk_bytes);
       REQUIRE(tuning.tcp_chunk_bytes >= 4096, "tcp chunk " << tuning.tcp_chunk_bytes);
       // Every rank ends with the same knobs: compare them through the runtime itself.
-      constexpr int kKnobs = 9;
+      constexpr int kKnobs = 10;
       auto mine = std::make_shared<HostTensor>(DataType::kFloat64, std::vector<int64_t>{kKnobs});
       double* v = mine->as<double>();
       v[0] = static_cast<double>(last.fusion_threshold_bytes);
@@ -91,6 +99,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
       v[6] = tuning.hierarchical_allreduce ? 1 : 0;
       v[7] = tuning.shm_direct_read ? 1 : 0;
       v[8] = static_cast<double>(tuning.hierarchical_chunk_bytes);
+      v[9] = static_cast<double>(last.fusion_max_tensor_bytes);
       auto low = std::make_shared<HostTensor>(*mine);
       Request a;
       a.name = "knobs.min";

@@ -126,6 +126,7 @@ struct RuntimeStats {
   double negotiation_seconds = 0;
   // The knobs in force (every rank has the same: rank 0's, or the autotuner's choice).
   int64_t fusion_threshold_bytes = 0;
+  int64_t fusion_max_tensor_bytes = 0;  // larger tensors skip the fusion buffer; 0: no limit
   double cycle_time_ms = 0;
   bool response_cache = false;
   // The communicator's algorithm knobs in force (Communicator::tuning()), the same on every

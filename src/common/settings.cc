@@ -109,7 +109,8 @@ const Field kFields[] = {
     {"FUSION_MAX_TENSOR_BYTES", &Settings::fusion_max_tensor_bytes, kBytes,
      "Largest tensor copied into the fusion buffer: larger ones run alone, in place, since "
      "copying them in and out costs more than their own collective's start-up (0: fuse every "
-     "tensor that fits the fusion threshold, as Horovod does). Rank 0's value holds for all."},
+     "tensor that fits the fusion threshold, as Horovod does). Rank 0's value holds for all; "
+     "the autotuner may change it."},
     {"MALLOC_TUNING", &Settings::malloc_tuning, nullptr,
      "At init, set glibc malloc's mmap and trim thresholds (32 MiB, 1 GiB) so that a training "
      "step's freed tensors stay mapped for the next step instead of being faulted in again; "
@@ -136,7 +137,8 @@ const Field kFields[] = {
      "process; 0: no heartbeats)."},
     {"AUTOTUNE", &Settings::autotune, nullptr,
      "Tune the runtime's knobs while training (Bayesian optimisation; rank 0 decides, every "
-     "rank applies at the same cycle): fusion threshold, cycle time, response cache, and the "
+     "rank applies at the same cycle): fusion threshold, largest fused tensor, cycle time, "
+     "response cache, and the "
      "native communicator's small-allreduce cutoff (the algorithm of each size band), "
      "shared-memory chunk (up to RONDE_SHM_CHUNK_BYTES), TCP chunk and hierarchical allreduce "
      "where the transports in use make them matter."},

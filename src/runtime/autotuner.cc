@@ -61,6 +61,12 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
           d.push_back(
               {Dimension::kHierarchicalChunk, "hierarchical_chunk_bytes", 256 * 1024.0, 32 * kMiB});
         }
+        // Up to 32 MiB, where the copies dwarf any start-up: the top of the range stands for
+        // "no limit" as well.
+        if (options.tune_fusion_max_tensor) {
+          d.push_back({Dimension::kFusionMaxTensor, "fusion_max_tensor_bytes", 64 * 1024.0,
+                       32 * kMiB});
+        }
         // Below 16 KiB a chunk costs more in synchronisation than it saves in cache.
         if (options.shm_chunk_max_bytes > kShmChunkLow) {
           d.push_back({Dimension::kShmChunk, "shm_chunk_bytes", kShmChunkLow,
@@ -78,7 +84,7 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
     }
     *log_ << "sample,phase,fusion_threshold_bytes,cycle_time_ms,response_cache,"
              "hierarchical_allreduce,small_allreduce_bytes,tcp_chunk_bytes,shm_chunk_bytes,"
-             "shm_direct_read,hierarchical_chunk_bytes,bytes,"
+             "shm_direct_read,hierarchical_chunk_bytes,fusion_max_tensor_bytes,bytes,"
              "seconds,"
              "score_bytes_per_second\n"
           << std::flush;
@@ -127,6 +133,12 @@ std::vector<double> Autotuner::encode(const TuningKnobs& knobs) const {
         point.push_back(
             logPosition(static_cast<double>(knobs.hierarchical_chunk_bytes), d.low, d.high));
         break;
+      case Dimension::kFusionMaxTensor:  // 0, no limit, is the top of the range
+        point.push_back(knobs.fusion_max_tensor_bytes <= 0
+                            ? 1.0
+                            : logPosition(static_cast<double>(knobs.fusion_max_tensor_bytes),
+                                          d.low, d.high));
+        break;
     }
   }
   return point;
@@ -168,6 +180,9 @@ TuningKnobs Autotuner::decode(const std::vector<double>& point) const {
       case Dimension::kHierarchicalChunk:
         knobs.hierarchical_chunk_bytes = roundToPages(logValue(u, d.low, d.high));
         break;
+      case Dimension::kFusionMaxTensor:
+        knobs.fusion_max_tensor_bytes = roundToPages(logValue(u, d.low, d.high));
+        break;
     }
   }
   return knobs;
@@ -179,8 +194,8 @@ void Autotuner::log(const char* phase, const TuningKnobs& k, int64_t bytes, doub
   *log_ << samples_ << ',' << phase << ',' << k.fusion_threshold_bytes << ',' << k.cycle_time_ms
         << ',' << (k.response_cache ? 1 : 0) << ',' << (k.hierarchical_allreduce ? 1 : 0) << ','
         << k.small_allreduce_bytes << ',' << k.tcp_chunk_bytes << ',' << k.shm_chunk_bytes << ','
-        << (k.shm_direct_read ? 1 : 0) << ',' << k.hierarchical_chunk_bytes << ',' << bytes << ','
-        << seconds << ',' << score << '\n'
+        << (k.shm_direct_read ? 1 : 0) << ',' << k.hierarchical_chunk_bytes << ','
+        << k.fusion_max_tensor_bytes << ',' << bytes << ',' << seconds << ',' << score << '\n'
         << std::flush;
 }
 

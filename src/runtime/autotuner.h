@@ -40,6 +40,8 @@ struct TuningKnobs {
   // the slots (CommTuning::shm_direct_read): the large band's algorithm.
   bool shm_direct_read = true;
   int64_t hierarchical_chunk_bytes = 0;  // the hierarchical allreduce's pipeline step
+  // Larger tensors skip the fusion buffer (Settings::fusion_max_tensor_bytes; 0: no limit).
+  int64_t fusion_max_tensor_bytes = 0;
 
   bool operator==(const TuningKnobs&) const = default;
 };
@@ -62,6 +64,8 @@ struct AutotuneOptions {
   bool tune_hierarchical_chunk = false;
   // The shared-memory chunk, up to the slot the arena was built with (0: not tuned).
   int64_t shm_chunk_max_bytes = 0;
+  // The largest fused tensor: worth tuning wherever there is more than one rank.
+  bool tune_fusion_max_tensor = false;
 };
 
 class Autotuner {
@@ -96,7 +100,8 @@ class Autotuner {
       kSmallAllreduce,
       kTcpChunk,
       kShmChunk,
-      kHierarchicalChunk
+      kHierarchicalChunk,
+      kFusionMaxTensor
     };
     Knob knob;
     const char* name;

@@ -130,7 +130,7 @@ class RuntimeImpl final : public Runtime {
 
   // Knobs: this rank's wish; rank 0's travels with the negotiation and everyone adopts it.
   std::atomic<int64_t> wanted_fusion_threshold_;
-  int64_t wanted_fusion_max_tensor_;  // settings only: never changes after init
+  std::atomic<int64_t> wanted_fusion_max_tensor_;
   std::atomic<double> wanted_cycle_ms_;
   std::atomic<bool> wanted_response_cache_;
   std::atomic<bool> knobs_changed_{true};

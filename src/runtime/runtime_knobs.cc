@@ -14,6 +14,7 @@ namespace ronde::runtime {
 void RuntimeImpl::publishKnobs() {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   stats_.fusion_threshold_bytes = fusion_threshold_;
+  stats_.fusion_max_tensor_bytes = fusion_max_tensor_;
   stats_.cycle_time_ms = cycle_ms_;
   stats_.response_cache = cache_.capacity() > 0;
   stats_.communicator_tuning = comms_->world().tuning();
@@ -43,6 +44,7 @@ void RuntimeImpl::initKnobs() {
     if (shm) options.shm_chunk_max_bytes = tuning.shm_chunk_bytes;
     options.tune_shm_direct_read = shm;
   }
+  options.tune_fusion_max_tensor = size_ > 1;
   TuningKnobs initial;
   initial.fusion_threshold_bytes = settings_.fusion_threshold_bytes;
   initial.cycle_time_ms = settings_.cycle_time_ms;
@@ -53,13 +55,14 @@ void RuntimeImpl::initKnobs() {
   initial.shm_chunk_bytes = tuning.shm_chunk_bytes;
   initial.shm_direct_read = tuning.shm_direct_read;
   initial.hierarchical_chunk_bytes = tuning.hierarchical_chunk_bytes;
+  initial.fusion_max_tensor_bytes = settings_.fusion_max_tensor_bytes;
   autotuner_ = std::make_unique<Autotuner>(options, initial);
 }
 
 void RuntimeImpl::writeKnobs(WireWriter& writer) {
   knobs_changed_ = false;
   writer.i64(wanted_fusion_threshold_.load());
-  writer.i64(wanted_fusion_max_tensor_);
+  writer.i64(wanted_fusion_max_tensor_.load());
   writer.f64(wanted_cycle_ms_.load());
   writer.u8(wanted_response_cache_.load() ? 1 : 0);
   // The communicator's knobs only when they change: one byte in the usual message.
@@ -125,6 +128,7 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
   const std::optional<TuningKnobs> next = autotuner_->cycleDone(bytes, tensors, Autotuner::Clock::now());
   if (!next) return;
   wanted_fusion_threshold_ = next->fusion_threshold_bytes;
+  wanted_fusion_max_tensor_ = next->fusion_max_tensor_bytes;
   wanted_cycle_ms_ = next->cycle_time_ms;
   wanted_response_cache_ = next->response_cache;
   CommTuning tuning = comms_->world().tuning();
@@ -138,7 +142,8 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
   knobs_changed_ = true;
   if (autotuner_->finished()) {
     log(LogLevel::kInfo, "autotune chose fusion threshold ", next->fusion_threshold_bytes,
-        " bytes, cycle time ", next->cycle_time_ms, " ms, response cache ",
+        " bytes, largest fused tensor ", next->fusion_max_tensor_bytes, " bytes, cycle time ",
+        next->cycle_time_ms, " ms, response cache ",
         next->response_cache ? "on" : "off", "; communicator: small-allreduce cutoff ",
         next->small_allreduce_bytes, " bytes, shm chunk ", next->shm_chunk_bytes,
         " bytes, TCP chunk ", next->tcp_chunk_bytes, " bytes, hierarchical ",
