@@ -138,10 +138,9 @@ const Field kFields[] = {
     {"AUTOTUNE", &Settings::autotune, nullptr,
      "Tune the runtime's knobs while training (Bayesian optimisation; rank 0 decides, every "
      "rank applies at the same cycle): fusion threshold, largest fused tensor, cycle time, "
-     "response cache, and the "
-     "native communicator's small-allreduce cutoff (the algorithm of each size band), "
-     "shared-memory chunk (up to RONDE_SHM_CHUNK_BYTES), TCP chunk and hierarchical allreduce "
-     "where the transports in use make them matter."},
+     "response cache, and the native communicator's small-allreduce cutoff (the algorithm of "
+     "each size band), shared-memory chunk (up to RONDE_SHM_CHUNK_BYTES), TCP chunk and "
+     "hierarchical allreduce where the transports in use make them matter."},
     {"AUTOTUNE_LOG", &Settings::autotune_log, nullptr,
      "CSV file recording each autotuning sample and the final choice (empty: none)."},
     {"AUTOTUNE_WARMUP_SAMPLES", &Settings::autotune_warmup_samples, kCount,
