@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -191,6 +192,25 @@ struct SimulatedCommJob : SimulatedJob {
   }
 };
 
+// Runs `tuner` to its end over steps of 5 cycles of 10 tensors, each step as long as
+// `stepSeconds` says for the knobs in force; `check` sees the knobs after every cycle.
+void tuneToTheEnd(Autotuner& tuner, const std::function<double(const TuningKnobs&)>& stepSeconds,
+                  const std::function<void(const TuningKnobs&)>& check) {
+  auto now = Autotuner::Clock::time_point{};
+  for (int s = 0; s < 2000 && !tuner.finished(); ++s) {
+    const double cycle = stepSeconds(tuner.knobs()) / 5;
+    for (int c = 0; c < 5; ++c) {
+      std::vector<uint64_t> ids;
+      for (int t = 0; t < 10; ++t) ids.push_back(static_cast<uint64_t>(c * 10 + t));
+      now += std::chrono::duration_cast<Autotuner::Clock::duration>(
+          std::chrono::duration<double>(cycle));
+      tuner.cycleDone(10 * SimulatedJob::kTensorBytes, ids, now);
+      check(tuner.knobs());
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(Autotuner, ChoosesTheCommunicatorKnobsOfASimulatedJob) {
   AutotuneOptions options;
   options.warmup_samples = 1;
@@ -206,24 +226,13 @@ TEST(Autotuner, ChoosesTheCommunicatorKnobsOfASimulatedJob) {
             (std::vector<std::string>{"fusion_threshold_bytes", "cycle_time_ms", "response_cache",
                                       "small_allreduce_bytes", "shm_direct_read",
                                       "shm_chunk_bytes"}));
-  auto now = Autotuner::Clock::time_point{};
-  int changes = 0;
-  for (int s = 0; s < 2000 && !tuner.finished(); ++s) {
-    const double cycle = SimulatedCommJob::stepSeconds(tuner.knobs()) / 5;
-    for (int c = 0; c < 5; ++c) {
-      std::vector<uint64_t> ids;
-      for (int t = 0; t < 10; ++t) ids.push_back(static_cast<uint64_t>(c * 10 + t));
-      now += std::chrono::duration_cast<Autotuner::Clock::duration>(
-          std::chrono::duration<double>(cycle));
-      if (tuner.cycleDone(10 * SimulatedJob::kTensorBytes, ids, now)) ++changes;
-      const TuningKnobs& k = tuner.knobs();
-      ASSERT_GE(k.shm_chunk_bytes, 16 << 10);
-      ASSERT_LE(k.shm_chunk_bytes, 1 << 20);
-      ASSERT_EQ(k.shm_chunk_bytes % 4096, 0);
-      ASSERT_GE(k.small_allreduce_bytes, 4096);
-      ASSERT_LE(k.small_allreduce_bytes, 1 << 20);
-    }
-  }
+  tuneToTheEnd(tuner, SimulatedCommJob::stepSeconds, [](const TuningKnobs& k) {
+    ASSERT_GE(k.shm_chunk_bytes, 16 << 10);
+    ASSERT_LE(k.shm_chunk_bytes, 1 << 20);
+    ASSERT_EQ(k.shm_chunk_bytes % 4096, 0);
+    ASSERT_GE(k.small_allreduce_bytes, 4096);
+    ASSERT_LE(k.small_allreduce_bytes, 1 << 20);
+  });
   ASSERT_TRUE(tuner.finished());
   const double best =
       SimulatedCommJob::stepSeconds({8 << 20, 2.0, true, true, 256 << 10, 0, 128 << 10, false});
@@ -264,21 +273,11 @@ TEST(Autotuner, ChoosesTheHierarchicalChunkOfASimulatedJob) {
     const double h = std::log2(static_cast<double>(k.hierarchical_chunk_bytes) / (2 << 20));
     return SimulatedJob::stepSeconds(k) + 0.01 * 0.1 * h * h;
   };
-  auto now = Autotuner::Clock::time_point{};
-  for (int s = 0; s < 2000 && !tuner.finished(); ++s) {
-    const double cycle = cost(tuner.knobs()) / 5;
-    for (int c = 0; c < 5; ++c) {
-      std::vector<uint64_t> ids;
-      for (int t = 0; t < 10; ++t) ids.push_back(static_cast<uint64_t>(c * 10 + t));
-      now += std::chrono::duration_cast<Autotuner::Clock::duration>(
-          std::chrono::duration<double>(cycle));
-      tuner.cycleDone(10 * SimulatedJob::kTensorBytes, ids, now);
-      const TuningKnobs& k = tuner.knobs();
-      ASSERT_GE(k.hierarchical_chunk_bytes, 256 << 10);
-      ASSERT_LE(k.hierarchical_chunk_bytes, 32 << 20);
-      ASSERT_EQ(k.hierarchical_chunk_bytes % 4096, 0);
-    }
-  }
+  tuneToTheEnd(tuner, cost, [](const TuningKnobs& k) {
+    ASSERT_GE(k.hierarchical_chunk_bytes, 256 << 10);
+    ASSERT_LE(k.hierarchical_chunk_bytes, 32 << 20);
+    ASSERT_EQ(k.hierarchical_chunk_bytes % 4096, 0);
+  });
   ASSERT_TRUE(tuner.finished());
   EXPECT_LT(cost(tuner.knobs()), cost(initial));
 }
@@ -329,20 +328,11 @@ TEST(Autotuner, ChoosesTheLargestFusedTensorOfASimulatedJob) {
                                (512 << 10));
     return SimulatedJob::stepSeconds(k) + 0.01 * 0.2 * m * m;
   };
-  auto now = Autotuner::Clock::time_point{};
-  for (int s = 0; s < 2000 && !tuner.finished(); ++s) {
-    const double cycle = stepSeconds(tuner.knobs()) / 5;
-    for (int c = 0; c < 5; ++c) {
-      std::vector<uint64_t> ids;
-      for (int t = 0; t < 10; ++t) ids.push_back(static_cast<uint64_t>(c * 10 + t));
-      now += std::chrono::duration_cast<Autotuner::Clock::duration>(
-          std::chrono::duration<double>(cycle));
-      tuner.cycleDone(10 * SimulatedJob::kTensorBytes, ids, now);
-      const int64_t limit = tuner.knobs().fusion_max_tensor_bytes;
-      ASSERT_TRUE(limit == 0 || (limit >= 64 << 10 && limit <= 32 << 20 && limit % 4096 == 0))
-          << limit;
-    }
-  }
+  tuneToTheEnd(tuner, stepSeconds, [](const TuningKnobs& k) {
+    const int64_t limit = k.fusion_max_tensor_bytes;
+    ASSERT_TRUE(limit == 0 || (limit >= 64 << 10 && limit <= 32 << 20 && limit % 4096 == 0))
+        << limit;
+  });
   ASSERT_TRUE(tuner.finished());
   TuningKnobs best = initial;
   best.fusion_max_tensor_bytes = 512 << 10;

@@ -21,6 +21,17 @@ Request allreduceOf(const std::string& name, std::shared_ptr<Tensor> t,
   return r;
 }
 
+// The stats once `responses` more requests than in `before` were decided: they are counted
+// as the cycle ends, just after the handles complete (waits at most a second).
+RuntimeStats statsAfter(Runtime& rt, const RuntimeStats& before, uint64_t responses) {
+  RuntimeStats after = rt.stats();
+  for (int i = 0; i < 1000 && after.responses - before.responses < responses; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    after = rt.stats();
+  }
+  return after;
+}
+
 TEST(RuntimeKinds, AlltoallWithUnevenSplits) {
   RankSpec spec;
   spec.size = 3;
@@ -286,11 +297,7 @@ TEST(RuntimeKinds, TensorsAboveTheLargestFusedSizeRunAloneAsRankZeroSays) {
           RuntimeStats before = rt->stats();
           auto handles = rt->enqueueGroup(requests);
           for (auto& h : handles) h->wait(std::chrono::seconds(30));
-          RuntimeStats after = rt->stats();
-          for (int i = 0; i < 1000 && after.responses - before.responses < 8; ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            after = rt->stats();
-          }
+          const RuntimeStats after = statsAfter(*rt, before, 8);
           REQUIRE(after.collectives - before.collectives == 4,
                   "one fused allreduce and three alone, not "
                       << after.collectives - before.collectives);
@@ -341,11 +348,7 @@ TEST(RuntimeKinds, AllgathersAndBroadcastsFuse) {
           }
           auto handles = rt->enqueueGroup(requests);  // all in one cycle, so they can fuse
           for (auto& h : handles) h->wait(std::chrono::seconds(30));
-          RuntimeStats after = rt->stats();  // counted as the cycle ends, after the handles
-          for (int i = 0; i < 1000 && after.responses - before.responses < 9; ++i) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            after = rt->stats();
-          }
+          const RuntimeStats after = statsAfter(*rt, before, 9);
           REQUIRE(
               after.collectives - before.collectives == 2,
               "one allgather and one broadcast, not " << after.collectives - before.collectives);
