@@ -36,12 +36,20 @@ count_ctest() {
   [ "$bad" -eq 0 ] || failures+=("$name: $bad of $total")
 }
 
+# Notes how long a step took (since $2, seconds since the epoch), for the table at the end:
+# CI has a time limit, and this says where the time goes.
+took() {
+  timings+=("$(printf '%6d s  %s' $(($(date +%s) - $2)) "$1")")
+}
+
 # Runs a suite script that ends with a line "...tests: N passed, M failed" and adds its counts
 # (a suite that dies before that line counts as one failure).
 suite() {
-  local name=$1 log=$logs/suite-$((${#stage_logs[@]} + 1))-$RANDOM.log line; shift
+  local name=$1 log=$logs/suite-$((${#stage_logs[@]} + 1))-$RANDOM.log line began; shift
   echo "== $name"
+  began=$(date +%s)
   "$@" 2>&1 | tee "$log"
+  took "$name" "$began"
   line=$(grep -E "tests: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
   if [ -z "$line" ]; then
     failed=$((failed + 1)); failures+=("$name (no summary)"); stage_logs+=("$name|$log")
@@ -57,11 +65,13 @@ suite() {
 # Runs one check that is a whole script; it counts as one test. Its output is kept, so that
 # the end of the run can show why it failed. Returns the script's status.
 stage() {
-  local name=$1 log status; shift
+  local name=$1 log status began; shift
   log=$logs/stage-$((${#stage_logs[@]} + 1)).log
   echo "== $name"
+  began=$(date +%s)
   "$@" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
+  took "$name" "$began"
   if [ "$status" -eq 0 ]; then passed=$((passed + 1)); return 0; fi
   failed=$((failed + 1)); failures+=("$name"); stage_logs+=("$name|$log")
   return "$status"
@@ -79,6 +89,8 @@ show_failed_stages() {
 
 logs=$(mktemp -d /tmp/ronde-test.XXXXXX)
 stage_logs=()
+timings=()
+run_began=$(date +%s)
 echo "disk at the start: $(df -h --output=avail . | tail -n 1) free"
 stage "python wheel into both venvs" bash scripts/setup_python.sh
 # NCCL headers and library for the NCCL backend (src/backends/nccl), from PyPI.
@@ -86,8 +98,10 @@ stage "NCCL wheel (.venv-cuda)" bash scripts/setup_cuda_venv.sh
 stage "CMake build ($build)" bash scripts/build.sh
 
 echo "== ctest ($build)"
+ctest_began=$(date +%s)
 ctest --test-dir "$build" --output-on-failure --timeout 900 -j 1 2>&1 | tee "$logs/main.log"
 count_ctest "$logs/main.log" "ctest $build"
+took "ctest ($build)" "$ctest_began"
 
 if stage "LibTorch frontend against PyPI torch (build-torch-pip)" bash scripts/build_libtorch_pip.sh; then
   ctest --test-dir build-torch-pip --output-on-failure --timeout 900 -j 1 \
@@ -111,6 +125,9 @@ for script in scripts/sanitizers.sh scripts/fuzz.sh; do
 done
 
 echo "disk at the end: $(df -h --output=avail . | tail -n 1) free"
+took "the whole run" "$run_began"
+echo "time per step:"
+printf '%s\n' "${timings[@]}"
 show_failed_stages
 rm -rf "$logs"
 for failure in "${failures[@]}"; do echo "FAILED: $failure"; done
