@@ -161,6 +161,8 @@ def run_one(args, mode, model):
 def drive(args):
     modes = (["local", "pair", "ronde"] + list(variants(args)) + ["ddp"] +
              (["horovod"] if args.horovod else []))
+    if args.without_ddp:  # for longer runs of the bound alone: one rank, the pair, ronde
+        modes.remove("ddp")
     samples = {}  # (model, mode) -> [result per round]
     for round_index in range(args.rounds):
         for model in args.models:
@@ -222,6 +224,8 @@ def main():
     parser.add_argument("--ronde", default=shutil.which("ronde", path=os.path.dirname(
         sys.executable)) or "ronde", help="the ronde command (default: beside this python)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--without-ddp", action="store_true",
+                        help="leave DDP out (more rounds of the rest in the same time)")
     parser.add_argument("--variant", action="append", default=[],
                         help="LABEL:KEY=VALUE,...: also ronde under these settings, as mode "
                              "ronde-LABEL (repeatable)")
