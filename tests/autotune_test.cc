@@ -84,12 +84,29 @@ TEST(BayesianOptimizer, FindsTheMaximumOfANoisyFunctionInFewSamples) {
   }
 }
 
+constexpr int64_t kSimulatedTensorBytes = 256 << 10;
+
+// One step of a simulated job under `tuner`'s current knobs: 5 cycles of 10 tensors of
+// 256 KiB, the step lasting `stepSeconds(knobs)`. `afterCycle(cycle, changed)` sees each cycle
+// and whether the tuner changed its knobs at its end.
+void simulateStep(Autotuner& tuner, Autotuner::Clock::time_point& now,
+                  const std::function<double(const TuningKnobs&)>& stepSeconds,
+                  const std::function<void(int, bool)>& afterCycle) {
+  constexpr int kCycles = 5, kPerCycle = 10;
+  const double cycle = stepSeconds(tuner.knobs()) / kCycles;
+  for (int c = 0; c < kCycles; ++c) {
+    std::vector<uint64_t> ids;
+    for (int t = 0; t < kPerCycle; ++t) ids.push_back(static_cast<uint64_t>(c * kPerCycle + t));
+    now += std::chrono::duration_cast<Autotuner::Clock::duration>(
+        std::chrono::duration<double>(cycle));
+    afterCycle(c, tuner.cycleDone(kPerCycle * kSimulatedTensorBytes, ids, now).has_value());
+  }
+}
+
 // A simulated job: every step submits the same 50 tensors of 256 KiB, in cycles of 10; its
 // step time is least at fusion threshold 8 MiB and cycle time 2 ms, with the cache on.
 struct SimulatedJob {
-  static constexpr int kTensors = 50;
-  static constexpr int kPerCycle = 10;
-  static constexpr int64_t kTensorBytes = 256 * 1024;
+  static constexpr int64_t kTensorBytes = kSimulatedTensorBytes;
 
   static double stepSeconds(const TuningKnobs& k) {
     const double f = std::log2(static_cast<double>(k.fusion_threshold_bytes) / (8 << 20));
@@ -97,20 +114,14 @@ struct SimulatedJob {
     return 0.01 * (1 + 0.15 * f * f + 0.1 * c * c + (k.response_cache ? 0 : 0.3));
   }
 
-  // Runs one step under `tuner`'s current knobs; returns the knobs the tuner changed to.
+  // Runs one step under `tuner`'s current knobs; counts the knobs' changes in `changes`.
   void step(Autotuner* tuner, Autotuner::Clock::time_point* now, int* changes) {
-    const double cycle = stepSeconds(tuner->knobs()) / (kTensors / kPerCycle);
-    for (int c = 0; c < kTensors / kPerCycle; ++c) {
-      std::vector<uint64_t> ids;
-      for (int t = 0; t < kPerCycle; ++t) ids.push_back(static_cast<uint64_t>(c * kPerCycle + t));
-      *now += std::chrono::duration_cast<Autotuner::Clock::duration>(
-          std::chrono::duration<double>(cycle));
-      if (tuner->cycleDone(kPerCycle * kTensorBytes, ids, *now)) {
-        ++*changes;
-        // Knobs change only where a step begins (a repeated tensor), never mid-step.
-        EXPECT_EQ(c, 0);
-      }
-    }
+    simulateStep(*tuner, *now, stepSeconds, [&](int cycle, bool changed) {
+      if (!changed) return;
+      ++*changes;
+      // Knobs change only where a step begins (a repeated tensor), never mid-step.
+      EXPECT_EQ(cycle, 0);
+    });
   }
 };
 
@@ -192,22 +203,14 @@ struct SimulatedCommJob : SimulatedJob {
   }
 };
 
-// Runs `tuner` to its end over steps of 5 cycles of 10 tensors, each step as long as
-// `stepSeconds` says for the knobs in force; `check` sees the knobs after every cycle.
+// Runs `tuner` to its end over simulated steps as long as `stepSeconds` says for the knobs in
+// force; `check` sees the knobs after every cycle.
 void tuneToTheEnd(Autotuner& tuner, const std::function<double(const TuningKnobs&)>& stepSeconds,
                   const std::function<void(const TuningKnobs&)>& check) {
   auto now = Autotuner::Clock::time_point{};
   for (int s = 0; s < 2000 && !tuner.finished(); ++s) {
-    const double cycle = stepSeconds(tuner.knobs()) / 5;
-    for (int c = 0; c < 5; ++c) {
-      std::vector<uint64_t> ids;
-      for (int t = 0; t < 10; ++t) ids.push_back(static_cast<uint64_t>(c * 10 + t));
-      now += std::chrono::duration_cast<Autotuner::Clock::duration>(
-          std::chrono::duration<double>(cycle));
-      tuner.cycleDone(10 * SimulatedJob::kTensorBytes, ids, now);
-      check(tuner.knobs());
-      if (::testing::Test::HasFatalFailure()) return;
-    }
+    simulateStep(tuner, now, stepSeconds, [&](int, bool) { check(tuner.knobs()); });
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
