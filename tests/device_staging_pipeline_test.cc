@@ -124,6 +124,26 @@ TEST(DeviceStaging, ACopyFailingMidPipelineSurfacesAndTheDeviceRecovers) {
   EXPECT_EQ(out, in);
 }
 
+// The waits of a pipeline that was slow to wait: the device has already run past the failed
+// copy when the host waits for the ones before it, which landed (a CI run under ASan once saw
+// the pipeline above fail before its first chunk because such a wait threw).
+TEST(DeviceStaging, AWaitForCopiesBeforeAFailedOneDoesNotThrowItsError) {
+  HostMemoryDeviceOptions options;
+  options.fail_at_copy = 2;
+  HostMemoryDevice device({Device::Kind::kCuda, 0}, options);
+  std::vector<int32_t> in = iota(3, 5);
+  std::vector<int32_t> host(3, 0);
+  auto* bytes = reinterpret_cast<unsigned char*>(host.data());
+  uint64_t first = device.toHost(bytes, &in[0], 4);
+  uint64_t second = device.toHost(bytes + 4, &in[1], 4);
+  uint64_t failed = device.toHost(bytes + 8, &in[2], 4);
+  EXPECT_THROW(device.waitToHost(failed, soon()), Error);
+  EXPECT_NO_THROW(device.waitToHost(first, soon()));
+  EXPECT_NO_THROW(device.waitToHost(second, soon()));
+  EXPECT_EQ(host, (std::vector<int32_t>{5, 6, 0}));
+  device.drain();
+}
+
 TEST(DeviceStaging, ACollectiveFailingMidPipelineLeavesNoCopyRunning) {
   HostMemoryDevice device({Device::Kind::kCuda, 0}, slowCopies());
   StagingContext context{device, 4096, soon()};

@@ -14,7 +14,9 @@ class HostReadyEvent final : public ReadyEvent {
 }  // namespace
 
 // One in-order queue: a thread running tasks as a stream runs work. The first task to fail
-// keeps its error; later tasks still run (as a GPU goes on), and synchronising throws it.
+// keeps its error; later tasks still run (as a GPU goes on), and a wait that covers the failed
+// task throws it. A wait for earlier tasks does not: their copies landed, as an event recorded
+// before a failed copy completes on a GPU.
 class HostMemoryDevice::Worker {
  public:
   Worker() : thread_([this] { loop(); }) {}
@@ -34,7 +36,7 @@ class HostMemoryDevice::Worker {
     return issued_++;
   }
 
-  // Until tasks [0, count) are done; rethrows the queue's first error.
+  // Until tasks [0, count) are done; rethrows the queue's first error if it is among them.
   void waitFor(uint64_t count, Deadline deadline) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!cv_.wait_until(lock, deadline.at(), [&] { return done_ >= count; })) {
@@ -42,7 +44,7 @@ class HostMemoryDevice::Worker {
                       "host-memory device: copies still running at the "
                       "deadline");
     }
-    if (error_) std::rethrow_exception(error_);
+    if (error_ && error_task_ < count) std::rethrow_exception(error_);
   }
   void waitAll(Deadline deadline) {
     uint64_t count;
@@ -73,7 +75,10 @@ class HostMemoryDevice::Worker {
         error = std::current_exception();
       }
       lock.lock();
-      if (error && !error_) error_ = error;
+      if (error && !error_) {
+        error_ = error;
+        error_task_ = done_;
+      }
       ++done_;
       cv_.notify_all();
     }
@@ -85,6 +90,7 @@ class HostMemoryDevice::Worker {
   uint64_t issued_ = 0;
   uint64_t done_ = 0;
   std::exception_ptr error_;
+  uint64_t error_task_ = 0;  // the index of the task that failed first
   bool stop_ = false;
   std::thread thread_;  // last: starts after the members it uses
 };
