@@ -3,6 +3,7 @@
 # and runs each for FUZZ_SECONDS (default 20) from its seed corpus in tests/fuzz/corpus.
 # New inputs go to build-fuzz/corpus (not the tree); a crash leaves its input in
 # build-fuzz/artifacts and fails the job. Reproduce: build-fuzz/tests/fuzz/<fuzzer> <input>.
+# With --build-only it builds the fuzzers and stops (scripts/test.sh compiles while it installs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -20,6 +21,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMP
   -DRONDE_PYTHON_DEVELOP=OFF "${launcher[@]}" >"$build/configure.log" \
   || { cat "$build/configure.log"; exit 1; }
 ninja -C "$build" "${fuzzers[@]}"
+[ "${1:-}" = --build-only ] && exit 0
 
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 mkdir -p "$build/artifacts"

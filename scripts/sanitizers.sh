@@ -4,6 +4,8 @@
 # and runs those. Python, launcher end-to-end and LibTorch tests are left out (uninstrumented
 # interpreters and libtorch). Self-contained: configures its own build folders, uses ccache
 # when present. Exit status: non-zero on any sanitizer report or failing test.
+# With --build-only it builds both trees and stops (scripts/test.sh compiles while it installs,
+# and runs the tests later, when nothing else loads the machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -27,10 +29,20 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp
 
 start=$(date +%s)
-echo "== ASan + UBSan: every C++ test (build-asan)"
+echo "== ASan + UBSan and TSan: building (build-asan, build-tsan)"
 configure build-asan address
 cpp_tests=$(cd tests && ls ./*_test.cc | sed 's|^\./||; s|\.cc$||')
 ninja -C build-asan -j "$jobs" $cpp_tests launcher_host_list_test launcher_cli_defaults_test
+configure build-tsan thread
+# The runtime's tests, and its device paths' (host memory standing in for GPUs: their copy
+# queues are threads of their own).
+runtime_tests="$(cd tests && ls ./runtime_*_test.cc | sed 's|^\./||; s|\.cc$||') device_staging_test device_comm_test"
+ninja -C build-tsan -j "$jobs" $runtime_tests
+built=$(date +%s)
+echo "sanitizers: both trees built in $((built - start)) s"
+[ "${1:-}" = --build-only ] && exit 0
+
+echo "== ASan + UBSan: every C++ test (build-asan)"
 # Left out: the pytest suites (python_, launcher_, elastic_driver/_training: an uninstrumented
 # interpreter, and a launcher this tree does not build; they run in the plain build). Also
 # left out here: the descriptor-exhaustion test lowers RLIMIT_NOFILE to 128 in a forked
@@ -41,15 +53,11 @@ ctest --test-dir build-asan -j "$jobs" --timeout 300 --output-on-failure \
 asan_done=$(date +%s)
 
 echo "== TSan: the runtime tests (build-tsan)"
-configure build-tsan thread
-# The runtime's tests, and its device paths' (host memory standing in for GPUs: their copy
-# queues are threads of their own).
-runtime_tests="$(cd tests && ls ./runtime_*_test.cc | sed 's|^\./||; s|\.cc$||') device_staging_test device_comm_test"
-ninja -C build-tsan -j "$jobs" $runtime_tests
 # The long random soak (about 170 s under TSan) runs under ASan only; the other soaks stay.
 # RuntimeReinit counts the process's threads after each shutdown; TSan's runtime starts
 # threads of its own, so that check only means something outside TSan (plain and ASan runs).
 ctest --test-dir build-tsan -j "$jobs" --timeout 300 --output-on-failure -R '^([A-Za-z]+/)?(Device|DeviceComm)?Runtime' \
   -E 'RandomMixesAgainstAReference|RuntimeReinit'
 end=$(date +%s)
-echo "sanitizers: ASan+UBSan $((asan_done - start)) s, TSan $((end - asan_done)) s"
+echo "sanitizers: building $((built - start)) s, ASan+UBSan tests $((asan_done - built)) s," \
+  "TSan tests $((end - asan_done)) s"

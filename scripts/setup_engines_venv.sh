@@ -3,7 +3,8 @@
 # pyarrow and pandas (requirements/engines.txt), and installs the ronde wheel into it, built
 # here the way scripts/setup_python.sh builds it (reusing dist/ronde-*.whl when it is newer
 # than every source file). Spark needs Java 17 on PATH (Debian 12: apt-get install
-# openjdk-17-jre-headless). Idempotent and incremental.
+# openjdk-17-jre-headless). Idempotent and incremental. With --requirements-only: the venv and
+# its pinned packages, no ronde (scripts/test.sh installs those while it compiles).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/pip_requirements.sh
@@ -21,6 +22,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 pip_requirements "$venv" requirements/engines.txt
+[ "${1:-}" = --requirements-only ] && exit 0
 
 wheel=$(ls dist/ronde-*.whl 2>/dev/null | head -1 || true)
 newer=""

@@ -4,7 +4,8 @@
 # scripts/setup_python.sh built in dist/ when it is there, else it is built here (ronde._core
 # includes no framework header: one build serves every framework). MXNet's wheel bundles its
 # libraries except libgomp1 and libquadmath0 (Debian 12: installed with gcc; apt-get install
-# libgomp1 libquadmath0 on a bare machine). Idempotent.
+# libgomp1 libquadmath0 on a bare machine). Idempotent. With --requirements-only: the venv and
+# its pinned packages, no ronde (scripts/test.sh installs those while it compiles).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/pip_requirements.sh
@@ -17,6 +18,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 pip_requirements "$venv" requirements/mxnet.txt
+[ "${1:-}" = --requirements-only ] && exit 0
 
 wheel=$(ls dist/ronde-*.whl 2>/dev/null | head -1 || true)
 if [ -z "$wheel" ]; then

@@ -11,6 +11,9 @@
 #   5. the framework and engine suites, each in its own venv: TensorFlow/Keras (.venv-tf),
 #      Spark/Ray (.venv-engines), MXNet (.venv-mxnet)
 #   6. sanitizers (ASan+UBSan, TSan) and a short libFuzzer run, where their scripts exist
+# What needs only throughput overlaps: while 2-3 compile, the frameworks' pinned packages
+# install into their venvs and 4's fresh venv installs (pip is one process, on one core).
+# Every test runs afterwards, one step at a time, with nothing beside it to stretch its waits.
 # Ends with one line "tests: N passed, M failed"; exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +80,51 @@ stage() {
   return "$status"
 }
 
+# Starts a step in the background, two at most beside the foreground's compiles; its output
+# goes to its own log, shown (and the step counted when $3 is "counts") by collect_background.
+background=()  # "pid|name|log|counts" per step
+in_background() {
+  local name=$1 counts=$2 log=$logs/background-$((${#background[@]} + 1)).log; shift 2
+  (
+    began=$(date +%s)
+    "$@" >"$log" 2>&1
+    echo "$? $(($(date +%s) - began))" >"$log.status"
+  ) &
+  background+=("$!|$name|$log|$counts")
+}
+
+# Waits for the background steps. A counted step is a stage; an uncounted one only prepares
+# (a venv's packages): its failure is shown, and the stage that needs its work tries again.
+collect_background() {
+  local entry pid name log counts status seconds
+  for entry in "${background[@]}"; do
+    IFS='|' read -r pid name log counts <<<"$entry"
+    wait "$pid"
+    read -r status seconds <"$log.status"
+    timings+=("$(printf '%6d s  %s (in the background)' "$seconds" "$name")")
+    echo "== $name (ran in the background, $seconds s)"
+    if [ "$counts" = counts ]; then
+      cat "$log"
+      if [ "$status" -eq 0 ]; then passed=$((passed + 1)); else
+        failed=$((failed + 1)); failures+=("$name"); stage_logs+=("$name|$log")
+      fi
+    elif [ "$status" -ne 0 ]; then
+      grep -v "^WARNING: Location" "$log" | tail -n 20
+      echo "(exit status $status; the venv stages below install what is missing)"
+    fi
+  done
+  background=()
+}
+
+# The TensorFlow, MXNet and Spark/Ray venvs with their pinned packages, ronde not yet in them.
+framework_packages() {
+  local script status=0
+  for script in setup_tf_venv setup_mxnet_venv setup_engines_venv; do
+    bash "scripts/$script.sh" --requirements-only || status=1
+  done
+  return "$status"
+}
+
 # The last lines of every failed stage (pip's index warnings left out), just before the
 # summary, where a CI report that keeps only a run's end still shows them.
 show_failed_stages() {
@@ -95,7 +143,15 @@ echo "disk at the start: $(df -h --output=avail . | tail -n 1) free"
 stage "python wheel into both venvs" bash scripts/setup_python.sh
 # NCCL headers and library for the NCCL backend (src/backends/nccl), from PyPI.
 stage "NCCL wheel (.venv-cuda)" bash scripts/setup_cuda_venv.sh
+in_background "the frameworks' venvs: pinned packages" uncounted framework_packages
+in_background "fresh venv: pip install . and a 2-rank job" counts bash scripts/test_fresh_install.sh
 stage "CMake build ($build)" bash scripts/build.sh
+stage "LibTorch frontend against PyPI torch (build-torch-pip)" bash scripts/build_libtorch_pip.sh
+torch_pip_built=$?
+for script in scripts/sanitizers.sh scripts/fuzz.sh; do
+  [ -f "$script" ] && stage "$script --build-only" bash "$script" --build-only
+done
+collect_background
 
 echo "== ctest ($build)"
 ctest_began=$(date +%s)
@@ -103,13 +159,11 @@ ctest --test-dir "$build" --output-on-failure --timeout 900 -j 1 2>&1 | tee "$lo
 count_ctest "$logs/main.log" "ctest $build"
 took "ctest ($build)" "$ctest_began"
 
-if stage "LibTorch frontend against PyPI torch (build-torch-pip)" bash scripts/build_libtorch_pip.sh; then
+if [ "$torch_pip_built" -eq 0 ]; then
   ctest --test-dir build-torch-pip --output-on-failure --timeout 900 -j 1 \
     -R "Torch|cc_train_digits" 2>&1 | tee "$logs/torch-pip.log"
   count_ctest "$logs/torch-pip.log" "ctest build-torch-pip"
 fi
-
-stage "fresh venv: pip install . and a 2-rank job" bash scripts/test_fresh_install.sh
 
 if stage "TensorFlow/Keras venv (.venv-tf)" bash scripts/setup_tf_venv.sh; then
   suite "TensorFlow/Keras suites" bash scripts/test_tf.sh
