@@ -80,8 +80,9 @@ stage() {
   return "$status"
 }
 
-# Starts a step in the background, two at most beside the foreground's compiles; its output
-# goes to its own log, shown (and the step counted when $3 is "counts") by collect_background.
+# Starts a step in the background (this run starts two, beside the foreground's compiles); its
+# output goes to its own log, shown (and the step counted when $2 is "counts") by
+# collect_background.
 background=()  # "pid|name|log|counts" per step
 in_background() {
   local name=$1 counts=$2 log=$logs/background-$((${#background[@]} + 1)).log; shift 2
