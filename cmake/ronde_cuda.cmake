@@ -9,10 +9,17 @@
 #                    variable of the same name, the CUDA toolkit, then this checkout's .venv-cuda
 #                    (plain builds only: a wheel must not point at a developer's venv).
 #
+#   RONDE_EMULATED_GPU  a test build: the CUDA host code and the NCCL backend compiled against
+#                    the toolkit's and NCCL's headers, but linked to tests/emulated_gpu (CUDA
+#                    and NCCL emulated on the host) instead of libcudart and libnccl, so that
+#                    tests/gpu runs, with several ranks, where there is no GPU
+#                    (scripts/test_emulated_gpu.sh). Needs no nvcc; never for a real build.
+#
 # Sets RONDE_HAVE_CUDA and RONDE_HAVE_NCCL (ON/OFF) for the rest of the build.
 set(RONDE_WITH_CUDA AUTO CACHE STRING "Build the CUDA parts (src/cuda, NCCL): AUTO, ON or OFF")
 set(RONDE_WITH_NCCL AUTO CACHE STRING "Build the NCCL backend (needs CUDA): AUTO, ON or OFF")
 set(RONDE_NCCL_ROOT "" CACHE PATH "NCCL's prefix (include/nccl.h, lib/libnccl.so*)")
+option(RONDE_EMULATED_GPU "Test build: CUDA and NCCL emulated on the host (tests/emulated_gpu)" OFF)
 
 # auto, on and off in any case, as RONDE_WITH_MPI.
 foreach(choice CUDA NCCL)
@@ -30,7 +37,13 @@ file(GLOB RONDE_CUDA_HOST_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cu
 target_sources(ronde PRIVATE ${RONDE_CUDA_HOST_SOURCES})
 
 set(ronde_try_cuda ON)
-if(ronde_with_cuda STREQUAL "OFF")
+if(RONDE_EMULATED_GPU)
+  # The headers only: what they declare comes from tests/emulated_gpu.
+  find_package(CUDAToolkit REQUIRED)
+  set(RONDE_HAVE_CUDA ON)
+  set(ronde_try_cuda OFF)
+  message(STATUS "ronde: CUDA and NCCL EMULATED on the host (a test build, no GPU code)")
+elseif(ronde_with_cuda STREQUAL "OFF")
   set(ronde_try_cuda OFF)
 elseif(ronde_with_cuda STREQUAL "AUTO" AND (RONDE_SANITIZE OR RONDE_FUZZ))
   # Sanitized and fuzz builds test host code; their flags are not for nvcc (ON still forces it).
@@ -72,8 +85,10 @@ if(RONDE_HAVE_CUDA AND NOT ronde_with_nccl STREQUAL "OFF")
   find_library(RONDE_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${nccl_hints}
                PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
   find_library(RONDE_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR})
-  if(RONDE_NCCL_INCLUDE_DIR AND RONDE_NCCL_LIBRARY)
+  if(RONDE_NCCL_INCLUDE_DIR AND (RONDE_NCCL_LIBRARY OR RONDE_EMULATED_GPU))
     set(RONDE_HAVE_NCCL ON)
+  elseif(RONDE_EMULATED_GPU)
+    message(FATAL_ERROR "RONDE_EMULATED_GPU needs nccl.h: run scripts/setup_cuda_venv.sh")
   elseif(ronde_with_nccl STREQUAL "ON")
     message(FATAL_ERROR "RONDE_WITH_NCCL=ON but no nccl.h and libnccl were found: run "
                         "scripts/setup_cuda_venv.sh and pass -DRONDE_NCCL_ROOT=<the dir it prints>")
@@ -82,18 +97,34 @@ elseif(ronde_with_nccl STREQUAL "ON")
   message(FATAL_ERROR "RONDE_WITH_NCCL=ON needs CUDA, which this configuration does not have")
 endif()
 
+# What the CUDA host code links to: the static runtime (libronde needs no libcudart.so at load,
+# and on a machine without a driver every CUDA call returns an error, so the GPU tests skip,
+# instead of failing to load), or, emulated, the toolkit's headers alone.
+if(RONDE_EMULATED_GPU)
+  add_library(ronde_cudart INTERFACE)
+  target_include_directories(ronde_cudart INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
+  set(RONDE_CUDART ronde_cudart)
+else()
+  set(RONDE_CUDART CUDA::cudart_static)
+endif()
+
 if(RONDE_HAVE_CUDA)
-  set(CMAKE_CUDA_STANDARD 20)
-  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
-  file(GLOB RONDE_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cu)
-  add_library(ronde_cuda OBJECT ${RONDE_CUDA_SOURCES})
+  if(RONDE_EMULATED_GPU)
+    file(GLOB RONDE_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/emulated_gpu/*.cc)
+    add_library(ronde_cuda OBJECT ${RONDE_CUDA_SOURCES})
+    target_include_directories(ronde_cuda PRIVATE ${RONDE_NCCL_INCLUDE_DIR})
+    target_link_libraries(ronde_cuda PRIVATE ${RONDE_CUDART})
+  else()
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    file(GLOB RONDE_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cu)
+    add_library(ronde_cuda OBJECT ${RONDE_CUDA_SOURCES})
+  endif()
   target_include_directories(ronde_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include
                              ${PROJECT_SOURCE_DIR}/src)
   set_target_properties(ronde_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_sources(ronde PRIVATE $<TARGET_OBJECTS:ronde_cuda>)
-  # The static runtime: libronde needs no libcudart.so at load, and on a machine without a
-  # driver every CUDA call returns an error (the GPU tests skip on it) instead of failing to load.
-  target_link_libraries(ronde PRIVATE CUDA::cudart_static)
+  target_link_libraries(ronde PRIVATE ${RONDE_CUDART})
   # For the one host file that stubs the kernels out otherwise: the rest of the core keeps its
   # flags (and its ccache entries).
   set_property(SOURCE ${PROJECT_SOURCE_DIR}/src/cuda/batched_copy_reference.cc
@@ -106,10 +137,12 @@ if(RONDE_HAVE_CUDA)
   add_library(ronde_device_cuda OBJECT ${RONDE_DEVICE_CUDA_SOURCES})
   target_include_directories(ronde_device_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include
                              ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(ronde_device_cuda PRIVATE CUDA::cudart_static)
+  target_link_libraries(ronde_device_cuda PRIVATE ${RONDE_CUDART})
   set_target_properties(ronde_device_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_sources(ronde PRIVATE $<TARGET_OBJECTS:ronde_device_cuda>)
-  message(STATUS "ronde: CUDA ${CUDAToolkit_VERSION} (architectures ${CMAKE_CUDA_ARCHITECTURES})")
+  if(NOT RONDE_EMULATED_GPU)
+    message(STATUS "ronde: CUDA ${CUDAToolkit_VERSION} (architectures ${CMAKE_CUDA_ARCHITECTURES})")
+  endif()
 endif()
 
 if(RONDE_HAVE_NCCL)
@@ -117,8 +150,10 @@ if(RONDE_HAVE_NCCL)
   add_library(ronde_nccl_backend OBJECT ${RONDE_NCCL_SOURCES})
   target_include_directories(ronde_nccl_backend PRIVATE ${PROJECT_SOURCE_DIR}/include
                              ${PROJECT_SOURCE_DIR}/src ${RONDE_NCCL_INCLUDE_DIR})
-  target_link_libraries(ronde_nccl_backend PRIVATE CUDA::cudart_static)
+  target_link_libraries(ronde_nccl_backend PRIVATE ${RONDE_CUDART})
   target_sources(ronde PRIVATE $<TARGET_OBJECTS:ronde_nccl_backend>)
+endif()
+if(RONDE_HAVE_NCCL AND NOT RONDE_EMULATED_GPU)
   target_link_libraries(ronde PRIVATE ${RONDE_NCCL_LIBRARY})
   get_filename_component(nccl_lib_dir ${RONDE_NCCL_LIBRARY} DIRECTORY)
   # Found at run time beside a pip-installed NCCL (site-packages/nvidia/nccl/lib, next to
