@@ -3,10 +3,14 @@
 // (RONDE_GPU_OPERATIONS=host, and auto, which must find that they share it), and one rank on
 // the NCCL backend (RONDE_GPU_OPERATIONS=nccl: NCCL refuses two ranks on one GPU, so a world of
 // one is all one GPU can show; with two ranks on it, nccl must be an error naming them).
-// Each rank produces its inputs on a stream of its own behind a 50 ms host callback, so a
-// runtime that read them without waiting on the request's ready event would read the zeros
-// that were there before; outputs are read back on that same stream right after the handle
-// completes, with no device synchronisation in between.
+// Each rank produces its inputs on a stream of its own behind a gate, a host callback that
+// holds the stream until the rank has enqueued every request, so a runtime that read them
+// without waiting on the request's ready event would read the zeros that were there before;
+// outputs are read back on that same stream right after the handle completes, with no device
+// synchronisation in between.
+//
+// RuntimeNcclMultiGpu.* run 3 ranks on NCCL, one GPU each (they skip with fewer GPUs; CI runs
+// them on CUDA and NCCL emulated on the host: tests/emulated_gpu).
 //
 // DISABLED_StagingBench.* (run by scripts/device_check.sh with --gtest_also_run_disabled_tests)
 // prints the 64 MiB staged allreduce beside a host allreduce plus its two copies.
@@ -66,42 +70,63 @@ void check(cudaError_t status, const char* what) {
 
 class CudaTensor final : public Tensor {
  public:
-  CudaTensor(DataType type, std::vector<int64_t> shape) : type_(type), shape_(std::move(shape)) {
+  CudaTensor(DataType type, std::vector<int64_t> shape, int gpu = 0)
+      : type_(type), shape_(std::move(shape)), gpu_(gpu) {
+    check(cudaSetDevice(gpu), "cudaSetDevice");
     check(cudaMalloc(&data_, std::max<size_t>(numel() * sizeOf(type), 1)), "cudaMalloc");
   }
   ~CudaTensor() override { cudaFree(data_); }
   DataType dtype() const override { return type_; }
   std::vector<int64_t> shape() const override { return shape_; }
-  Device device() const override { return {Device::Kind::kCuda, 0}; }
+  Device device() const override { return {Device::Kind::kCuda, gpu_}; }
   void* data() override { return data_; }
 
  private:
   DataType type_;
   std::vector<int64_t> shape_;
+  int gpu_;
   void* data_ = nullptr;
 };
 
-void sleepOnStream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
-
-// A stream whose work starts 50 ms late, and helpers that write and read tensors on it.
-struct LateStream {
+// A stream of the rank's GPU whose work can be held behind a gate, and helpers that write and
+// read tensors on it.
+struct GatedStream {
   cudaStream_t stream = nullptr;
+  int gpu;
+  std::atomic<bool> open{true};
   std::vector<std::vector<unsigned char>> staged;  // host sources, alive until synchronised
 
-  LateStream() {
-    check(cudaSetDevice(0), "cudaSetDevice");
+  explicit GatedStream(int gpu) : gpu(gpu) {
+    check(cudaSetDevice(gpu), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cudaLaunchHostFunc(stream, sleepOnStream, nullptr), "cudaLaunchHostFunc");
   }
-  ~LateStream() {
+  ~GatedStream() {
+    open = true;
     cudaStreamSynchronize(stream);
     cudaStreamDestroy(stream);
   }
   uintptr_t id() const { return reinterpret_cast<uintptr_t>(stream); }
 
+  // Work queued from now on waits until release() (or 60 s: a test that forgot does not hang).
+  void hold() {
+    open = false;
+    check(cudaLaunchHostFunc(stream, waitForTheGate, this), "cudaLaunchHostFunc");
+  }
+  // Opens the gate 100 ms from now: long after a runtime that did not wait for the inputs
+  // (the requests' ready events) would have read them.
+  void release() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    open = true;
+  }
+  static void waitForTheGate(void* self) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!static_cast<GatedStream*>(self)->open && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
   // A device tensor holding inputValue(type, rank, i, salt), written on the stream.
   std::shared_ptr<CudaTensor> input(DataType type, std::vector<int64_t> shape, int rank, int salt) {
-    auto t = std::make_shared<CudaTensor>(type, std::move(shape));
+    auto t = std::make_shared<CudaTensor>(type, std::move(shape), gpu);
     check(cudaMemset(t->data(), 0, std::max<size_t>(t->bytes(), 1)), "cudaMemset");
     std::vector<unsigned char>& host = staged.emplace_back(std::max<size_t>(t->bytes(), 1));
     for (size_t i = 0; i < t->numel(); ++i)
@@ -129,8 +154,9 @@ Settings stagingSettings(int64_t fusion_threshold) {
   return s;
 }
 
-void allreduceEverything(Runtime& rt, int rank, int size) {
-  LateStream s;
+void allreduceEverything(Runtime& rt, int rank, int size, int gpu) {
+  GatedStream s(gpu);
+  s.hold();
   struct Case {
     DataType type;
     ReduceOp op;
@@ -168,6 +194,7 @@ void allreduceEverything(Runtime& rt, int rank, int size) {
     r.stream = s.id();
     c.handle = rt.enqueue(r);
   }
+  s.release();
   for (Case& c : cases) {
     c.handle->wait(std::chrono::seconds(120));
     std::vector<unsigned char> got = s.read(*c.tensor);
@@ -181,10 +208,11 @@ void allreduceEverything(Runtime& rt, int rank, int size) {
   }
 }
 
-void otherKinds(Runtime& rt, int rank, int size) {
-  LateStream s;
+void otherKinds(Runtime& rt, int rank, int size, int gpu) {
+  GatedStream s(gpu);
   for (DataType type :
        {DataType::kFloat32, DataType::kFloat16, DataType::kInt64, DataType::kUInt8}) {
+    s.hold();
     const std::string tag = dataTypeName(type);
     std::vector<std::function<void()>> checks;
     for (int k = 0; k < 2; ++k) {  // two of each, fused when the threshold allows
@@ -265,19 +293,32 @@ void otherKinds(Runtime& rt, int rank, int size) {
                   "reducescatter " << dataTypeName(type) << " element " << i);
       });
     }
+    s.release();
     for (auto& c : checks) c();
   }
 }
 
-void runGpuRanks(const Settings& settings, const std::function<void(Runtime&, int, int)>& body,
-                 int ranks = 2) {
+// Ranks sharing GPU 0 (as many as the machine runs), or one GPU each (rank r on GPU r), with
+// forced host names to stand for several hosts.
+struct GpuRanks {
+  int ranks = 2;
+  bool gpu_per_rank = false;
+  std::vector<std::string> hosts;
+};
+
+void runGpuRanks(const Settings& settings,
+                 const std::function<void(Runtime&, int rank, int size, int gpu)>& body,
+                 const GpuRanks& layout = {}) {
   RankSpec spec;
-  spec.size = ranks;
+  spec.size = layout.ranks;
+  spec.hosts = layout.hosts;
   spec.timeout_seconds = 240;
   runRuntimeRanks(spec, settings, [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
-    body(*rt, ctx.rank, ctx.size);
+    body(*rt, ctx.rank, ctx.size, layout.gpu_per_rank ? ctx.rank : 0);
   });
 }
+
+const GpuRanks kOneRank{1, false, {}};
 
 TEST(RuntimeStagingGpu, AllreduceEveryDtypeAndOpOneTensorAtATime) {
   SKIP_WITHOUT_GPU_IN_A_CHILD();
@@ -301,8 +342,9 @@ TEST(RuntimeStagingGpu, OtherCollectivesFused) {
 
 TEST(RuntimeStagingGpu, NewOutputsAreDeviceMemory) {
   SKIP_WITHOUT_GPU_IN_A_CHILD();
-  runGpuRanks(stagingSettings(0), [](Runtime& rt, int rank, int size) {
-    LateStream s;
+  runGpuRanks(stagingSettings(0), [](Runtime& rt, int rank, int size, int gpu) {
+    GatedStream s(gpu);
+    s.hold();
     auto in = s.input(DataType::kFloat32, {1000}, rank, 1);
     Request r;
     r.kind = RequestKind::kAllgather;
@@ -310,6 +352,7 @@ TEST(RuntimeStagingGpu, NewOutputsAreDeviceMemory) {
     r.input = in;  // no output, no allocator: the runtime's CUDA tensor
     r.stream = s.id();
     auto h = rt.enqueue(r);
+    s.release();
     h->wait(std::chrono::seconds(60));
     cudaPointerAttributes attributes{};
     check(cudaPointerGetAttributes(&attributes, h->output()->data()), "cudaPointerGetAttributes");
@@ -340,28 +383,28 @@ Settings ncclSettings(int64_t fusion_threshold) {
 
 TEST(RuntimeNcclGpu, AllreduceEveryDtypeAndOpOneTensorAtATime) {
   SKIP_WITHOUT_GPU_IN_A_CHILD();
-  runGpuRanks(ncclSettings(0), allreduceEverything, 1);
+  runGpuRanks(ncclSettings(0), allreduceEverything, kOneRank);
 }
 
 TEST(RuntimeNcclGpu, AllreduceEveryDtypeAndOpFused) {
   SKIP_WITHOUT_GPU_IN_A_CHILD();
-  runGpuRanks(ncclSettings(64 << 20), allreduceEverything, 1);
+  runGpuRanks(ncclSettings(64 << 20), allreduceEverything, kOneRank);
 }
 
 TEST(RuntimeNcclGpu, OtherCollectivesOneAtATime) {
   SKIP_WITHOUT_GPU_IN_A_CHILD();
-  runGpuRanks(ncclSettings(0), otherKinds, 1);
+  runGpuRanks(ncclSettings(0), otherKinds, kOneRank);
 }
 
 TEST(RuntimeNcclGpu, OtherCollectivesFused) {
   SKIP_WITHOUT_GPU_IN_A_CHILD();
-  runGpuRanks(ncclSettings(64 << 20), otherKinds, 1);
+  runGpuRanks(ncclSettings(64 << 20), otherKinds, kOneRank);
 }
 
 TEST(RuntimeNcclGpu, TwoRanksOnOneGpuAreAnErrorNamingThem) {
   SKIP_WITHOUT_GPU_IN_A_CHILD();
-  runGpuRanks(ncclSettings(0), [](Runtime& rt, int rank, int) {
-    LateStream s;
+  runGpuRanks(ncclSettings(0), [](Runtime& rt, int rank, int, int gpu) {
+    GatedStream s(gpu);
     Request r;
     r.name = "shared";
     r.input = r.output = s.input(DataType::kFloat32, {100}, rank, 1);
@@ -376,11 +419,81 @@ TEST(RuntimeNcclGpu, TwoRanksOnOneGpuAreAnErrorNamingThem) {
   });
 }
 
+// How many GPUs a child sees (asked in a child, as noGpuReasonFromAChild).
+int gpusSeenByAChild() {
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+    ssize_t ignored = write(fds[1], &count, sizeof(count));
+    (void)ignored;
+    _exit(0);
+  }
+  close(fds[1]);
+  int count = 0;
+  if (read(fds[0], &count, sizeof(count)) != static_cast<ssize_t>(sizeof(count))) count = 0;
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  return count;
+}
+
+#define SKIP_WITH_FEWER_GPUS_THAN(n)                                                        \
+  do {                                                                                      \
+    const int gpus_ = gpusSeenByAChild();                                                   \
+    if (gpus_ < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, one per rank; sees " << gpus_; \
+  } while (0)
+
+const GpuRanks kThreeGpus{3, true, {}};
+
+TEST(RuntimeNcclMultiGpu, AllreduceEveryDtypeAndOpOneTensorAtATime) {
+  SKIP_WITH_FEWER_GPUS_THAN(3);
+  runGpuRanks(ncclSettings(0), allreduceEverything, kThreeGpus);
+}
+
+TEST(RuntimeNcclMultiGpu, AllreduceEveryDtypeAndOpFused) {
+  SKIP_WITH_FEWER_GPUS_THAN(3);
+  runGpuRanks(ncclSettings(64 << 20), allreduceEverything, kThreeGpus);
+}
+
+TEST(RuntimeNcclMultiGpu, OtherCollectivesOneAtATime) {
+  SKIP_WITH_FEWER_GPUS_THAN(3);
+  runGpuRanks(ncclSettings(0), otherKinds, kThreeGpus);
+}
+
+TEST(RuntimeNcclMultiGpu, OtherCollectivesFused) {
+  SKIP_WITH_FEWER_GPUS_THAN(3);
+  runGpuRanks(ncclSettings(64 << 20), otherKinds, kThreeGpus);
+}
+
+// RONDE_GPU_OPERATIONS=auto where every rank has a GPU of its own: NCCL.
+TEST(RuntimeNcclMultiGpu, AutoWithAGpuPerRank) {
+  SKIP_WITH_FEWER_GPUS_THAN(3);
+  Settings s = stagingSettings(64 << 20);
+  s.gpu_operations = GpuOperations::kAuto;
+  runGpuRanks(s, allreduceEverything, kThreeGpus);
+  runGpuRanks(s, otherKinds, kThreeGpus);
+}
+
+// Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE: 2 hosts of 2 ranks, NCCL inside each host, the
+// shares across hosts through host memory.
+TEST(RuntimeNcclMultiGpu, HierarchicalAllreduceAcrossTwoHosts) {
+  SKIP_WITH_FEWER_GPUS_THAN(4);
+  for (int64_t fusion : {int64_t{0}, int64_t{64} << 20}) {
+    Settings s = ncclSettings(fusion);
+    s.gpu_hierarchical_allreduce = true;
+    s.gpu_staging_chunk_bytes = 4096;  // the shares cross hosts in several chunks
+    runGpuRanks(s, allreduceEverything, GpuRanks{4, true, {"a", "a", "b", "b"}});
+  }
+}
+
 // 64 MiB of float32: the staged allreduce of a CUDA tensor against the host allreduce of the
 // same bytes plus the pinned device-to-host and host-to-device copies it stands for.
 TEST(DISABLED_StagingBench, Allreduce64MiB) {
   SKIP_WITHOUT_GPU_IN_A_CHILD();
-  runGpuRanks(stagingSettings(64 << 20), [](Runtime& rt, int rank, int size) {
+  runGpuRanks(stagingSettings(64 << 20), [](Runtime& rt, int rank, int size, int) {
     const int64_t n = 16 << 20;
     const int iterations = 10;
     cudaStream_t stream;
