@@ -6,7 +6,8 @@
 #      tests, launcher tests, the LibTorch frontend on Debian's libtorch, the CUDA kernels and
 #      NCCL backend where nvcc is found (their GPU tests skip without a GPU), and the Python
 #      suite + digits example under both venvs (ctest)
-#   3. the LibTorch frontend and C++ example against the PyPI torch's libtorch
+#   3. the LibTorch frontend and C++ example against the PyPI torch's libtorch, and tests/gpu
+#      on CUDA and NCCL emulated on the host (build-emulated-gpu: NCCL with 3 and 4 ranks)
 #   4. a fresh venv doing `pip install .` with pip's isolated build, then a 2-rank job
 #   5. the framework and engine suites, each in its own venv: TensorFlow/Keras (.venv-tf),
 #      Spark/Ray (.venv-engines), MXNet (.venv-mxnet)
@@ -149,6 +150,9 @@ in_background "fresh venv: pip install . and a 2-rank job" counts bash scripts/t
 stage "CMake build ($build)" bash scripts/build.sh
 stage "LibTorch frontend against PyPI torch (build-torch-pip)" bash scripts/build_libtorch_pip.sh
 torch_pip_built=$?
+stage "emulated GPUs: CUDA and NCCL on the host (build-emulated-gpu)" \
+  bash scripts/test_emulated_gpu.sh --build-only
+emulated_gpu_built=$?
 for script in scripts/sanitizers.sh scripts/fuzz.sh; do
   [ -f "$script" ] && stage "$script --build-only" bash "$script" --build-only
 done
@@ -164,6 +168,12 @@ if [ "$torch_pip_built" -eq 0 ]; then
   ctest --test-dir build-torch-pip --output-on-failure --timeout 900 -j 1 \
     -R "Torch|cc_train_digits" 2>&1 | tee "$logs/torch-pip.log"
   count_ctest "$logs/torch-pip.log" "ctest build-torch-pip"
+fi
+if [ "$emulated_gpu_built" -eq 0 ] && [ -d build-emulated-gpu ]; then
+  began=$(date +%s)
+  bash scripts/test_emulated_gpu.sh 2>&1 | tee "$logs/emulated-gpu.log"
+  count_ctest "$logs/emulated-gpu.log" "ctest build-emulated-gpu"
+  took "ctest (build-emulated-gpu)" "$began"
 fi
 
 if stage "TensorFlow/Keras venv (.venv-tf)" bash scripts/setup_tf_venv.sh; then
