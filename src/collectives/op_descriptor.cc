@@ -31,6 +31,8 @@ std::string describeOp(const OpDescriptor& d) {
   std::ostringstream out;
   out << collectiveKindName(d.kind) << " #" << d.op_index;
   if (d.kind == CollectiveKind::kBarrier) return out.str();
+  // An alltoall's counts are each rank's own splits, which the descriptor does not carry.
+  if (d.kind == CollectiveKind::kAlltoall) return out.str() + " (" + dataTypeName(d.type) + ")";
   out << " (" << d.count << " x " << dataTypeName(d.type);
   if (d.kind == CollectiveKind::kAllreduce || d.kind == CollectiveKind::kReducescatter) {
     out << ", " << reduceOpName(d.op);
