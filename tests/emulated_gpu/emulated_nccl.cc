@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -341,15 +342,28 @@ int sizeOf(ncclComm_t comm) { return comm != nullptr && comm->state ? comm->stat
     if (ronde_result_ != ncclSuccess) return ronde_result_; \
   } while (0)
 
-// Forms the host communicator, then checks that no two ranks share a GPU.
+// Forms the host communicator, then checks that no two ranks share a GPU. It waits for every
+// rank to check in first, polling, so that ncclCommAbort ends an init some rank never joins
+// at once (the host communicator's own rendezvous could not be interrupted).
 void form(const std::shared_ptr<NcclState>& state, const std::string& host, int port,
           const std::string& nonce) {
   try {
+    auto store = std::make_shared<PrefixStore>(makeTcpStore(host, port, "", Duration(60000)),
+                                               "emulated-nccl/" + nonce + "/");
+    store->add("joined", 1);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (store->add("joined", 0) < state->size) {
+      if (state->aborted.load()) return;
+      if (std::chrono::steady_clock::now() > give_up) {
+        state->setError(ncclSystemError, "emulated NCCL init: not every rank came in 2 minutes");
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     CommOptions options;
     options.rank = state->rank;
     options.size = state->size;
-    options.store = std::make_shared<PrefixStore>(
-        makeTcpStore(host, port, "", Duration(60000)), "emulated-nccl/" + nonce + "/");
+    options.store = store;
     options.transport = TransportKind::kTcp;
     options.backend = CpuOperations::kNative;
     options.timeout = Duration(600000);  // the caller's own deadlines end the waits
