@@ -477,6 +477,40 @@ TEST(RuntimeNcclMultiGpu, AutoWithAGpuPerRank) {
   runGpuRanks(s, otherKinds, kThreeGpus);
 }
 
+// A rank that dies after the device communicators formed: the others' CUDA requests fail
+// naming it, their NCCL communicators are aborted rather than left waiting, and the runtimes
+// stop and shut down.
+TEST(RuntimeNcclMultiGpu, ADeadRankFailsPendingHandlesEverywhere) {
+  SKIP_WITH_FEWER_GPUS_THAN(3);
+  Settings settings = ncclSettings(64 << 20);
+  runGpuRanks(settings, [](Runtime& rt, int rank, int, int gpu) {
+    ::freopen("/dev/null", "w", stderr);
+    GatedStream s(gpu);
+    auto t = s.input(DataType::kFloat32, {1000}, rank, 1);
+    Request warm;
+    warm.name = "warm";
+    warm.input = warm.output = t;
+    warm.stream = s.id();
+    rt.enqueue(warm)->wait(std::chrono::seconds(60));
+    if (rank == 2) ::_exit(0);  // gone without a word, its NCCL communicator formed
+    for (const std::string& name : {std::string("warm"), "only-mine-" + std::to_string(rank)}) {
+      Request r = warm;
+      r.name = name;
+      bool failed = false;
+      try {
+        rt.enqueue(r)->wait(std::chrono::seconds(40));
+      } catch (const Error& e) {
+        failed = (e.code() == ErrorCode::kPeerLost || e.code() == ErrorCode::kAborted) &&
+                 std::string(e.what()).find("rank 2") != std::string::npos;
+        if (!failed) throw;
+      }
+      REQUIRE(failed, "the pending CUDA request " << name << " fails naming rank 2");
+    }
+    REQUIRE(!rt.isInitialized(), "the runtime is stopped");
+    rt.shutdown();
+  }, kThreeGpus);
+}
+
 // Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE: 2 hosts of 2 ranks, NCCL inside each host, the
 // shares across hosts through host memory.
 TEST(RuntimeNcclMultiGpu, HierarchicalAllreduceAcrossTwoHosts) {
