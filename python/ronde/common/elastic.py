@@ -87,6 +87,11 @@ class State:
         # Whether this process holds state worth giving others: false for a worker that
         # never took part in a world (it just started), true after its first sync.
         self._has_state = False
+        # Which commit the saved state is, counted alike on every rank of a world (a sync
+        # gives every rank the root's). Survivors can hold different ones: a rank whose
+        # allreduce completed before a peer's death broke it for the others goes on to the
+        # next commit alone. What a sync merges from several ranks must come from the root's.
+        self._commit_id = 0
 
     def register_reset_callbacks(self, callbacks):
         """Functions called with no argument after every reset, before the state is synced
@@ -103,6 +108,7 @@ class State:
         HostsUpdatedInterrupt if the driver has a new world ready. Call it on every rank at
         the same point: it runs a collective."""
         self.save()
+        self._commit_id += 1
         self.check_host_updates()
 
     def check_host_updates(self):
@@ -162,9 +168,9 @@ class ObjectState(State):
     def sync(self, root=None):
         if root is None:
             root = self.sync_root()
-        if self._saved_state:
-            self._saved_state = self._collectives.broadcast_object(self._saved_state, root)
-            self._set_attrs()
+        self._saved_state, self._commit_id = self._collectives.broadcast_object(
+            (self._saved_state, self._commit_id), root)
+        self._set_attrs()
         self._after_sync()
 
     def _set_attrs(self):

@@ -92,14 +92,17 @@ class _SamplerHandler:
     def restore(self):
         self.value.load_state_dict(copy.deepcopy(self._saved))
 
-    def sync(self, root):
-        # Every rank's processed indices, then the root's epoch: a new worker starts where
-        # the others are.
+    def sync(self, root, own_commit, roots_commit):
+        # The processed indices of every rank that holds the root's commit (Horovod's union,
+        # for scripts that record only their own indices), then the root's epoch: a new worker
+        # starts where the others are. A survivor that reached a later commit alone took
+        # samples in steps the root rolls back: they are processed again, not skipped.
         state = self.value.state_dict()
         processed = set()
-        for indices in _functions.allgather_object(state["processed_indices"],
-                                                   name="elastic.sampler"):
-            processed.update(indices)
+        for their_commit, indices in _functions.allgather_object(
+                (own_commit, state["processed_indices"]), name="elastic.sampler"):
+            if their_commit == roots_commit:
+                processed.update(indices)
         state["processed_indices"] = processed
         self.value.load_state_dict(_functions.broadcast_object(state, root,
                                                                name="elastic.sampler"))
@@ -161,8 +164,13 @@ class TorchState(_common.ObjectState):
 
     def sync(self):
         root = self.sync_root()
+        # The root's commit, which the sampler's merge keeps to.
+        roots_commit = self._collectives.broadcast_object(self._commit_id, root)
         for handler in self._ordered():
-            handler.sync(root)
+            if isinstance(handler, _SamplerHandler):
+                handler.sync(root, self._commit_id, roots_commit)
+            else:
+                handler.sync(root)
         super().sync(root)
         # A synced state is the new commit: a failure before the next commit returns here.
         self.save()
