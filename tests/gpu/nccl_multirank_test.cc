@@ -8,7 +8,6 @@
 // A machine needs 3 GPUs for these; with fewer they skip, saying so. CI runs them on CUDA and
 // NCCL emulated on the host (tests/emulated_gpu, scripts/test_emulated_gpu.sh).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -27,28 +26,6 @@ namespace ronde::testing {
 namespace {
 
 constexpr int kRanks = 3;
-
-// How many GPUs a child sees (asked in a child: a parent that touched CUDA before fork()
-// leaves its children unable to use it).
-int gpusSeenByAChild() {
-  int fds[2];
-  if (pipe(fds) != 0) return 0;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    ssize_t ignored = write(fds[1], &count, sizeof(count));
-    (void)ignored;
-    _exit(0);
-  }
-  close(fds[1]);
-  int count = 0;
-  if (read(fds[0], &count, sizeof(count)) != static_cast<ssize_t>(sizeof(count))) count = 0;
-  close(fds[0]);
-  waitpid(pid, nullptr, 0);
-  return count;
-}
 
 #define SKIP_WITHOUT_GPU_PER_RANK()                                                   \
   do {                                                                                \

@@ -419,27 +419,6 @@ TEST(RuntimeNcclGpu, TwoRanksOnOneGpuAreAnErrorNamingThem) {
   });
 }
 
-// How many GPUs a child sees (asked in a child, as noGpuReasonFromAChild).
-int gpusSeenByAChild() {
-  int fds[2];
-  if (pipe(fds) != 0) return 0;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    ssize_t ignored = write(fds[1], &count, sizeof(count));
-    (void)ignored;
-    _exit(0);
-  }
-  close(fds[1]);
-  int count = 0;
-  if (read(fds[0], &count, sizeof(count)) != static_cast<ssize_t>(sizeof(count))) count = 0;
-  close(fds[0]);
-  waitpid(pid, nullptr, 0);
-  return count;
-}
-
 #define SKIP_WITH_FEWER_GPUS_THAN(n)                                                        \
   do {                                                                                      \
     const int gpus_ = gpusSeenByAChild();                                                   \
