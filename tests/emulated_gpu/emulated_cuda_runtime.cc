@@ -132,8 +132,7 @@ struct Allocation {
   int device;
 };
 
-// The process's emulated devices. Leaked on purpose: a forked child makes its own (the
-// parent's stream threads did not come with it) and must not touch the parent's locks.
+// The process's emulated devices (one per process: processWide).
 struct Emulator {
   const pid_t pid = ::getpid();
   const int devices = environmentInt("RONDE_EMULATED_GPUS", 4);
@@ -146,15 +145,7 @@ struct Emulator {
   std::atomic<int> sticky{cudaSuccess};  // a failed kernel's error: every later call returns it
 };
 
-Emulator& emulator() {
-  static std::atomic<Emulator*> current{nullptr};
-  Emulator* e = current.load();
-  if (e != nullptr && e->pid == ::getpid()) return *e;
-  auto* fresh = new Emulator();
-  if (current.compare_exchange_strong(e, fresh)) return *fresh;
-  delete fresh;  // another thread of this process made it first
-  return *e;
-}
+Emulator& emulator() { return processWide<Emulator>(); }
 
 thread_local int current_device = 0;
 thread_local cudaError_t last_error = cudaSuccess;

@@ -26,7 +26,9 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 
@@ -51,5 +53,19 @@ int deviceOf(cudaStream_t stream);
 
 // The calling thread's current device (cudaSetDevice).
 int currentDevice();
+
+// This process's one T (T has a member `const pid_t pid = ::getpid();`), made on first use
+// and leaked on purpose: a forked child makes its own, since its parent's threads did not come
+// with it and it must not touch the parent's locks.
+template <typename T>
+T& processWide() {
+  static std::atomic<T*> current{nullptr};
+  T* existing = current.load();
+  if (existing != nullptr && existing->pid == ::getpid()) return *existing;
+  auto* fresh = new T();
+  if (current.compare_exchange_strong(existing, fresh)) return *fresh;
+  delete fresh;  // another thread of this process made it first
+  return *existing;
+}
 
 }  // namespace ronde::emulated_gpu

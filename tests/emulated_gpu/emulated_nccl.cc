@@ -79,23 +79,14 @@ namespace {
 
 constexpr char kIdTag[] = "ronde-emulated-nccl";
 
-// The stores behind the unique ids this process made; leaked on purpose, as the emulator's
-// devices (a forked child must not touch its parent's).
+// The stores behind the unique ids this process made (one set per process: processWide).
 struct IdServers {
   const pid_t pid = ::getpid();
   std::mutex mutex;
   std::vector<std::unique_ptr<TcpStoreServer>> servers;
 };
 
-IdServers& idServers() {
-  static std::atomic<IdServers*> current{nullptr};
-  IdServers* s = current.load();
-  if (s != nullptr && s->pid == ::getpid()) return *s;
-  auto* fresh = new IdServers();
-  if (current.compare_exchange_strong(s, fresh)) return *fresh;
-  delete fresh;
-  return *s;
-}
+IdServers& idServers() { return processWide<IdServers>(); }
 
 thread_local std::string init_error;  // ncclGetLastError(nullptr)
 
