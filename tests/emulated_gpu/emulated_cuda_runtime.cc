@@ -126,6 +126,8 @@ struct Event {
   Clock::time_point at{};  // when the recorded point was reached
 };
 
+constexpr size_t kDeviceMemory = size_t{16} << 30;  // each GPU's, as cudaMemGetInfo counts
+
 struct Allocation {
   size_t bytes;
   Region::Kind kind;
@@ -401,13 +403,31 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
   if (!validDevice(device)) return fail(cudaErrorInvalidDevice);
   std::memset(properties, 0, sizeof(*properties));
   std::snprintf(properties->name, sizeof(properties->name), "ronde emulated GPU %d", device);
-  properties->totalGlobalMem = size_t{16} << 30;
+  properties->totalGlobalMem = kDeviceMemory;
   properties->major = 9;
   properties->minor = 0;
   properties->multiProcessorCount = 1;
   properties->warpSize = 32;
   properties->maxThreadsPerBlock = 1024;
   properties->pciBusID = 0x18 + device;
+  return cudaSuccess;
+}
+
+// Free is what this process has not allocated on the current device (a real GPU's other
+// processes and the driver's own use are not emulated).
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  if (free == nullptr || total == nullptr) return fail(cudaErrorInvalidValue);
+  Emulator& e = emulator();
+  size_t used = 0;
+  {
+    std::lock_guard<std::mutex> lock(e.mutex);
+    for (const auto& [start, allocation] : e.allocations) {
+      if (allocation.kind == Region::Kind::kDevice && allocation.device == current_device)
+        used += (allocation.bytes + 255) / 256 * 256;
+    }
+  }
+  *total = kDeviceMemory;
+  *free = used < kDeviceMemory ? kDeviceMemory - used : 0;
   return cudaSuccess;
 }
 

@@ -40,6 +40,10 @@
 namespace ronde::emulated_gpu {
 
 struct NcclState {
+  // The store behind the unique id, on the rank of this process that made the id: it lives as
+  // long as the communicator, as NCCL's bootstrap root lives only until its ranks have met.
+  // First, so that it goes after `host`, which may still write to it as it goes.
+  std::shared_ptr<TcpStoreServer> id_server;
   int rank = 0;
   int size = 1;
   int device = 0;
@@ -79,11 +83,12 @@ namespace {
 
 constexpr char kIdTag[] = "ronde-emulated-nccl";
 
-// The stores behind the unique ids this process made (one set per process: processWide).
+// The stores behind the unique ids this process made and no communicator of it has joined yet,
+// by nonce (one set per process: processWide).
 struct IdServers {
   const pid_t pid = ::getpid();
   std::mutex mutex;
-  std::vector<std::unique_ptr<TcpStoreServer>> servers;
+  std::map<std::string, std::shared_ptr<TcpStoreServer>> unclaimed;
 };
 
 IdServers& idServers() { return processWide<IdServers>(); }
@@ -431,14 +436,15 @@ const char* ncclGetLastError(ncclComm_t comm) {
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   if (id == nullptr) return ncclInvalidArgument;
   IdServers& servers = idServers();
-  auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0, "");
+  auto server = std::make_shared<TcpStoreServer>("127.0.0.1", 0, "");
   std::random_device random;
-  const unsigned long long nonce = (static_cast<unsigned long long>(random()) << 32) | random();
+  char nonce[17];
+  std::snprintf(nonce, sizeof(nonce), "%08x%08x", random(), random());
   std::memset(id->internal, 0, sizeof(id->internal));
-  std::snprintf(id->internal, sizeof(id->internal), "%s 127.0.0.1 %d %016llx", kIdTag,
-                server->port(), nonce);
+  std::snprintf(id->internal, sizeof(id->internal), "%s 127.0.0.1 %d %s", kIdTag, server->port(),
+                nonce);
   std::lock_guard<std::mutex> lock(servers.mutex);
-  servers.servers.push_back(std::move(server));
+  servers.unclaimed[nonce] = std::move(server);
   return ncclSuccess;
 }
 
@@ -462,6 +468,15 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   state->size = nranks;
   state->device = currentDevice();
   state->blocking = !(config != nullptr && config->blocking == 0);
+  {
+    IdServers& servers = idServers();
+    std::lock_guard<std::mutex> lock(servers.mutex);
+    auto made_here = servers.unclaimed.find(nonce);
+    if (made_here != servers.unclaimed.end()) {
+      state->id_server = std::move(made_here->second);
+      servers.unclaimed.erase(made_here);
+    }
+  }
   *comm = new ncclComm{state};
   if (state->blocking) {
     form(state, host, port, nonce);
