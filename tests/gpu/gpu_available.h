@@ -21,26 +21,46 @@ inline std::string noGpuReason() {
   return "";
 }
 
-// How many GPUs a child process sees: asked in a child, because a parent that touched CUDA
-// before fork() leaves its children unable to use it (the multi-rank tests fork their ranks).
-inline int gpusSeenByAChild() {
+// What `ask` returns when called in a forked child: a parent that touched CUDA before fork()
+// leaves its children unable to use it, so tests that fork their ranks ask CUDA in a child.
+// `unasked` when no child could be started.
+inline std::string askedInAChild(std::string (*ask)(), const std::string& unasked) {
   int fds[2];
-  if (pipe(fds) != 0) return 0;
+  if (pipe(fds) != 0) return unasked;
   const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return unasked;
+  }
   if (pid == 0) {
     close(fds[0]);
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
-    ssize_t ignored = write(fds[1], &count, sizeof(count));
+    const std::string answer = ask();
+    ssize_t ignored = write(fds[1], answer.data(), answer.size());
     (void)ignored;
     _exit(0);
   }
   close(fds[1]);
-  int count = 0;
-  if (read(fds[0], &count, sizeof(count)) != static_cast<ssize_t>(sizeof(count))) count = 0;
+  std::string answer;
+  char buffer[256];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) answer.append(buffer, n);
   close(fds[0]);
   waitpid(pid, nullptr, 0);
-  return count;
+  return answer;
+}
+
+// noGpuReason(), asked in a child.
+inline std::string noGpuReasonFromAChild() {
+  return askedInAChild(noGpuReason, "could not start a child process to ask CUDA");
+}
+
+// How many GPUs a child process sees.
+inline int gpusSeenByAChild() {
+  const std::string count = askedInAChild([] {
+    int n = 0;
+    return std::to_string(cudaGetDeviceCount(&n) == cudaSuccess ? n : 0);
+  }, "0");
+  return count.empty() ? 0 : std::stoi(count);
 }
 
 #define RONDE_SKIP_WITHOUT_GPU()                                       \
