@@ -132,6 +132,11 @@ step() {  # step NAME FILE COMMAND...: runs with a time limit, records passed / 
   local name=$1 file=$2
   shift 2
   if timeout 150 "$@" >"$out/$file" 2>&1; then
+    if grep -q '^\[==========\] Running 0 tests' "$out/$file"; then  # a filter that matched none
+      echo "$name: FAILED (no test ran, see $file)" | tee -a "$summary"
+      status=1
+      return
+    fi
     echo "$name: passed" | tee -a "$summary"
   else
     echo "$name: FAILED (exit $?, see $file)" | tee -a "$summary"

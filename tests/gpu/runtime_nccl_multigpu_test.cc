@@ -3,7 +3,7 @@
 // hierarchical allreduce across two hosts; process sets, each with NCCL communicators of its own;
 // host and CUDA tensors in one cycle; a rank whose tensor is on the other kind of device; a rank
 // that dies, then its survivors carrying on in a new world; and init after shutdown again and
-// again, leaving no device memory, stream or thread behind.
+// again, on NCCL and host-staged, leaving no device memory, stream or thread behind.
 //
 // A machine needs 3 GPUs (4 for the hierarchical test); with fewer they skip, saying so. CI
 // runs them on CUDA and NCCL emulated on the host (tests/emulated_gpu).
@@ -332,13 +332,12 @@ size_t freeDeviceMemory(int gpu) {
   return free;
 }
 
-// Init, CUDA collectives on NCCL, shutdown, again and again in the same processes (as an
-// elastic job's resets do): each generation forms its own NCCL communicators and frees what it
-// made. Measured after the first, when CUDA and the streams it keeps are up: device memory
-// (cudaMemGetInfo) and threads (a stream's or a communicator's) must come back to the same.
-TEST(RuntimeNcclMultiGpu, GenerationAfterGenerationLeavesNoDeviceMemoryOrThreadBehind) {
-  SKIP_WITH_FEWER_GPUS_THAN(3);
-  const Settings settings = ncclSettings(64 << 20);
+// Init, CUDA collectives, shutdown, again and again in the same processes (as an elastic job's
+// resets do), on NCCL and host-staged: each generation forms its own device communicators and
+// staging buffers and frees what it made. Measured after the first, when CUDA and the streams
+// it keeps are up: device memory (cudaMemGetInfo) and threads (a stream's or a communicator's)
+// must come back to the same.
+void generationAfterGeneration(const Settings& settings) {
   RankSpec spec;
   spec.size = 3;
   spec.timeout_seconds = 240;
@@ -387,6 +386,16 @@ TEST(RuntimeNcclMultiGpu, GenerationAfterGenerationLeavesNoDeviceMemoryOrThreadB
                             << threads_after_first << " after the first");
     }
   });
+}
+
+TEST(RuntimeNcclMultiGpu, GenerationAfterGenerationLeavesNoDeviceMemoryOrThreadBehind) {
+  SKIP_WITH_FEWER_GPUS_THAN(3);
+  generationAfterGeneration(ncclSettings(64 << 20));
+}
+
+TEST(RuntimeStagingMultiGpu, GenerationAfterGenerationLeavesNoDeviceMemoryOrThreadBehind) {
+  SKIP_WITH_FEWER_GPUS_THAN(3);
+  generationAfterGeneration(stagingSettings(64 << 20));
 }
 
 }  // namespace

@@ -3,10 +3,11 @@ CPU reference computed here from every rank's inputs.
 
 Run by scripts/device_check.sh as `ronde run -np 2 python3 tests/gpu/torch_staging_check.py`
 (both ranks share the one GPU, host-staged: RONDE_GPU_OPERATIONS=host, the default here), and
-with RONDE_GPU_OPERATIONS=nccl under `ronde run -np 1` (NCCL will not put two ranks on one GPU). Inputs are produced on torch's current stream behind
-torch.cuda._sleep, and results are read with no synchronisation beyond what ronde promises
-(the output is ready on the caller's stream when the handle completes), so a runtime that
-read inputs early or finished before its copies would fail here. Exit status 0: all passed.
+with RONDE_GPU_OPERATIONS=nccl under `ronde run -np 1` (NCCL will not put two ranks on one GPU).
+Inputs are produced on torch's current stream behind torch.cuda._sleep, and results are read
+with no synchronisation beyond what ronde promises (the output is ready on the caller's stream
+when the handle completes), so a runtime that read inputs early or finished before its copies
+would fail here. Exit status 0: all passed.
 """
 import os
 import sys
@@ -69,10 +70,13 @@ def main():
 
     def expect(name, got, want):
         got = got.cpu().to(torch.float64)  # on the current stream: ordered after ronde's copies
-        if not torch.equal(got, want.to(torch.float64)):
-            bad = (got != want).nonzero()[:3].flatten().tolist()
-            failures.append("%s: differs at %s (got %s, want %s)" % (
-                name, bad, got.flatten()[bad[:1]].tolist(), want.flatten()[bad[:1]].tolist()))
+        want = want.to(torch.float64)
+        if got.shape != want.shape:
+            failures.append("%s: shape %s, want %s" % (name, list(got.shape), list(want.shape)))
+        elif not torch.equal(got, want):
+            bad = (got != want).flatten().nonzero().flatten()[:3].tolist()
+            failures.append("%s: differs at flat indices %s (got %s, want %s)" % (
+                name, bad, got.flatten()[bad].tolist(), want.flatten()[bad].tolist()))
 
     n = 70000  # several 64 KiB staging chunks for every dtype
     salt = 0
