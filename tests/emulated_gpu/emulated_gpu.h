@@ -5,11 +5,13 @@
 // host code and NCCL backend against the real cuda_runtime.h and nccl.h, and links them to
 // these files instead of libcudart and libnccl:
 //   emulated_cuda_runtime.cc  the CUDA runtime calls ronde and its GPU tests make: devices,
-//                             memory, streams (a thread each, running its work in order),
-//                             events, cross-stream waits, the legacy default stream's
-//                             implicit synchronisation, sticky errors;
-//   emulated_nccl.cc          NCCL's communicators and collectives, run on the stream by a
-//                             host Communicator of ronde's (TCP on loopback) among the ranks;
+//                             memory, streams (a thread each, running its work in order:
+//                             emulated_stream.h), events, cross-stream waits, the legacy
+//                             default stream's implicit synchronisation, sticky errors; made of
+//                             emulated_cuda_state.{h,cc};
+//   emulated_nccl.cc          NCCL's API: communicators and collectives, run on the stream by a
+//                             host Communicator of ronde's (TCP on loopback) among the ranks
+//                             (emulated_nccl_comm.{h,cc});
 //   emulated_batched_copy.cc  the fusion kernel: the host reference (batched_copy_reference.cc,
 //                             which the real kernel is tested against bit for bit on a GPU)
 //                             run on the stream.
