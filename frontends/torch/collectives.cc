@@ -2,14 +2,28 @@
 #include "ronde/torch.h"
 
 #if defined(RONDE_TORCH_CUDA)
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
 namespace ronde::libtorch {
 namespace {
 
+// The runtime calls the allocator on its own thread, whose current stream is the default one.
+// A CUDA output is allocated as if on the caller's current stream at submission instead: torch's
+// caching allocator ties memory to the stream it was allocated on, and an output tied to the
+// default stream but used on a side stream could be handed out again while that use is queued.
 OutputAllocator allocatorLike(const torch::Tensor& like) {
   torch::TensorOptions options = like.options();
+#if defined(RONDE_TORCH_CUDA)
+  if (like.is_cuda()) {
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(like.device().index());
+    return [options, stream](const std::vector<int64_t>& shape) -> std::shared_ptr<ronde::Tensor> {
+      const c10::cuda::CUDAStreamGuard on_callers_stream(stream);
+      return std::make_shared<TorchTensor>(torch::empty(shape, options));
+    };
+  }
+#endif
   return [options](const std::vector<int64_t>& shape) -> std::shared_ptr<ronde::Tensor> {
     return std::make_shared<TorchTensor>(torch::empty(shape, options));
   };

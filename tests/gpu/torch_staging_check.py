@@ -7,7 +7,7 @@ with RONDE_GPU_OPERATIONS=nccl under `ronde run -np 1` (NCCL will not put two ra
 Inputs are produced on torch's current stream behind torch.cuda._sleep, and results are read
 with no synchronisation beyond what ronde promises (the output is ready on the caller's stream
 when the handle completes), so a runtime that read inputs early or finished before its copies
-would fail here. Exit status 0: all passed.
+would fail here. The same on a side stream, not torch's default one. Exit status 0: all passed.
 """
 import os
 import sys
@@ -125,6 +125,24 @@ def main():
                                      name="rs.%s" % dtype)
             first = sum(1001 // size + (1 if r < 1001 % size else 0) for r in range(rank))
             expect("reducescatter %s" % dtype, mine, total[first:first + mine.shape[0]])
+
+    # On a side stream (not the default one): inputs made there behind a GPU sleep, outputs
+    # allocated by the runtime's thread as if on that stream, then used and read there with
+    # nothing but ronde's promise ordering them after its copies.
+    side = torch.cuda.Stream(device)
+    with torch.cuda.stream(side):
+        for step in range(3):
+            parts = [values(r, (200 + r) * 4, torch.float32, 50 + step).reshape(200 + r, 4)
+                     for r in range(size)]
+            gathered = hvd.allgather(late(parts[rank], device), name="side.ag.%d" % step)
+            inputs = [values(r, n, torch.float32, 60 + step) for r in range(size)]
+            reduced = hvd.allreduce(late(inputs[rank], device), op=hvd.Sum,
+                                    name="side.ar.%d" % step)
+            doubled = gathered * 2  # queued on the side stream, after the runtime's copies
+            expect("side stream allgather #%d" % step, doubled, torch.cat(parts) * 2)
+            expect("side stream allreduce #%d" % step, reduced, reference("sum", inputs,
+                                                                          torch.float32))
+            del gathered, doubled, reduced
 
     print("rank %d: %d failures" % (rank, len(failures)))
     for f in failures[:20]:

@@ -82,6 +82,13 @@ def _ref(tensor):
 
 
 def _allocator(like):
+    """The output allocator of a request on `like`: the runtime calls it, on its own thread,
+    with the output's shape."""
+    if like.is_cuda:
+        return cuda_streams.allocator_on_current_stream(
+            like.device, lambda shape: _ref(torch.empty(shape, dtype=like.dtype,
+                                                        device=like.device)))
+
     def allocate(shape):
         return _ref(torch.empty(shape, dtype=like.dtype, device=like.device))
     return allocate
