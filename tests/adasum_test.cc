@@ -11,6 +11,7 @@
 
 #include "collectives/adasum.h"
 #include "common/half.h"
+#include "support/adasum_reference.h"
 #include "support/multiprocess.h"
 
 namespace ronde::testing {
@@ -24,32 +25,7 @@ double inputValue(int rank, size_t tensor, size_t i) {
                         static_cast<double>(rank));
 }
 
-using Vector = std::vector<double>;
-
-// The formula, as Horovod's tests state it: a' = (1 - a.b/2|a|^2) a + (1 - a.b/2|b|^2) b.
-Vector pairwise(const Vector& a, const Vector& b) {
-  double dot = 0, an = 0, bn = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    dot += a[i] * b[i];
-    an += a[i] * a[i];
-    bn += b[i] * b[i];
-  }
-  double ca = an == 0 ? 1.0 : 1.0 - dot / (2 * an);
-  double cb = bn == 0 ? 1.0 : 1.0 - dot / (2 * bn);
-  Vector out(a.size());
-  for (size_t i = 0; i < a.size(); ++i) out[i] = ca * a[i] + cb * b[i];
-  return out;
-}
-
-// Combines (0,1), (2,3), ... then the results pairwise, to one vector.
-Vector tree(std::vector<Vector> level) {
-  while (level.size() > 1) {
-    std::vector<Vector> next;
-    for (size_t i = 0; i < level.size(); i += 2) next.push_back(pairwise(level[i], level[i + 1]));
-    level = next;
-  }
-  return level[0];
-}
+using Vector = AdasumVector;
 
 struct Case {
   std::string label;
@@ -73,15 +49,11 @@ class AdasumTest : public ::testing::TestWithParam<Case> {
 
 std::vector<double> expected(int size, int per_host, const std::vector<size_t>& counts,
                              size_t tensor) {
-  std::vector<Vector> contributions;
-  for (int h = 0; h < size / per_host; ++h) {
-    Vector sum(counts[tensor], 0.0);
-    for (int l = 0; l < per_host; ++l) {
-      for (size_t i = 0; i < counts[tensor]; ++i) sum[i] += inputValue(h * per_host + l, tensor, i);
-    }
-    contributions.push_back(sum);
+  std::vector<Vector> per_rank(static_cast<size_t>(size), Vector(counts[tensor]));
+  for (int r = 0; r < size; ++r) {
+    for (size_t i = 0; i < counts[tensor]; ++i) per_rank[r][i] = inputValue(r, tensor, i);
   }
-  return tree(contributions);
+  return adasumOfHosts(per_rank, static_cast<size_t>(per_host));
 }
 
 template <typename T, typename Load, typename Store>

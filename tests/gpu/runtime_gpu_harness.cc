@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <utility>
 #include <thread>
 
+#include "support/adasum_reference.h"
 #include "support/reference.h"
 #include "support/runtime_harness.h"
 #include "support/runtime_harness_require.h"
@@ -228,6 +231,52 @@ void otherKinds(Runtime& rt, int rank, int size, int gpu) {
     }
     s.release();
     for (auto& c : checks) c();
+  }
+}
+
+void adasumOfCudaTensors(Runtime& rt, int rank, int size, int gpu, int ranks_per_host) {
+  GatedStream s(gpu);
+  s.hold();
+  struct Case {
+    DataType type;
+    double tolerance;
+    int salt;
+    std::shared_ptr<CudaTensor> tensor;
+    std::shared_ptr<Handle> handle;
+  };
+  std::vector<Case> cases;
+  int salt = 0;
+  const std::vector<std::pair<DataType, double>> types = {
+      {DataType::kFloat32, 1e-5}, {DataType::kFloat64, 1e-12}, {DataType::kFloat16, 1e-2}};
+  for (const auto& [type, tolerance] : types) {
+    for (int64_t n : {int64_t{3}, int64_t{4097}}) {  // fused, each keeps its own coefficients
+      Case c{type, tolerance, ++salt, nullptr, nullptr};
+      c.tensor = s.input(type, {n}, rank, c.salt);
+      Request r;
+      r.name = "adasum." + std::to_string(c.salt);
+      r.input = r.output = c.tensor;
+      r.op = ReduceOp::kAdasum;
+      r.stream = s.id();
+      c.handle = rt.enqueue(r);
+      cases.push_back(c);
+    }
+  }
+  s.release();
+  for (Case& c : cases) {
+    c.handle->wait(std::chrono::seconds(120));
+    std::vector<unsigned char> got = s.read(*c.tensor);
+    std::vector<AdasumVector> per_rank(static_cast<size_t>(size), AdasumVector(c.tensor->numel()));
+    for (int r = 0; r < size; ++r) {
+      for (size_t i = 0; i < c.tensor->numel(); ++i)
+        per_rank[static_cast<size_t>(r)][i] = inputValue(c.type, r, i, c.salt);
+    }
+    const AdasumVector want = adasumOfHosts(per_rank, static_cast<size_t>(ranks_per_host));
+    for (size_t i = 0; i < c.tensor->numel(); ++i) {
+      const double value = loadValue(c.type, got.data(), i);
+      REQUIRE(std::fabs(value - want[i]) <= c.tolerance * std::max(1.0, std::fabs(want[i])),
+              "Adasum " << dataTypeName(c.type) << " of " << c.tensor->numel() << " element " << i
+                        << ": " << value << ", expected " << want[i]);
+    }
   }
 }
 

@@ -92,6 +92,9 @@ Settings ncclSettings(int64_t fusion_threshold);
 void allreduceEverything(Runtime& rt, int rank, int size, int gpu);
 // Allgather, broadcast, alltoall and reducescatter of four dtypes, two of each where they fuse.
 void otherKinds(Runtime& rt, int rank, int size, int gpu);
+// Adasum of float32, float64 and float16 tensors, checked against its definition
+// (support/adasum_reference.h) with `ranks_per_host` consecutive ranks to a host.
+void adasumOfCudaTensors(Runtime& rt, int rank, int size, int gpu, int ranks_per_host);
 
 // Ranks sharing GPU 0 (as many as the machine runs), or one GPU each (rank r on GPU r), with
 // forced host names to stand for several hosts.

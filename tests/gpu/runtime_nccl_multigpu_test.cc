@@ -1,9 +1,10 @@
 // The runtime on NCCL with a GPU per rank (forked processes, rank r on GPU r): every
 // collective x dtype x op, single and fused, under RONDE_GPU_OPERATIONS=nccl and auto; the
-// hierarchical allreduce across two hosts; process sets, each with NCCL communicators of its own;
-// host and CUDA tensors in one cycle; a rank whose tensor is on the other kind of device; a rank
-// that dies, then its survivors carrying on in a new world; and init after shutdown again and
-// again, on NCCL and host-staged, leaving no device memory, stream or thread behind.
+// hierarchical allreduce across two hosts; Adasum; process sets, each with NCCL communicators
+// of its own; host and CUDA tensors in one cycle; a rank whose tensor is on the other kind of
+// device; a rank that dies, then its survivors carrying on in a new world; and init after
+// shutdown again and again, on NCCL and host-staged, leaving no device memory, stream or
+// thread behind.
 //
 // A machine needs 3 GPUs (4 for the hierarchical test); with fewer they skip, saying so. CI
 // runs them on CUDA and NCCL emulated on the host (tests/emulated_gpu).
@@ -126,6 +127,18 @@ TEST(RuntimeNcclMultiGpu, HierarchicalAllreduceAcrossTwoHosts) {
     s.gpu_staging_chunk_bytes = 4096;  // the shares cross hosts in several chunks
     runGpuRanks(s, allreduceEverything, GpuRanks{4, true, {"a", "a", "b", "b"}});
   }
+}
+
+// Adasum under RONDE_GPU_OPERATIONS=nccl: NCCL has no such reduction, so the runtime stages the
+// tensors through the host and runs its own; across two hosts it sums within each first.
+TEST(RuntimeNcclMultiGpu, AdasumMatchesItsDefinitionOnOneHostAndOnTwo) {
+  SKIP_WITH_FEWER_GPUS_THAN(4);
+  runGpuRanks(ncclSettings(64 << 20), [](Runtime& rt, int rank, int size, int gpu) {
+    adasumOfCudaTensors(rt, rank, size, gpu, 1);
+  }, GpuRanks{4, true, {}});
+  runGpuRanks(ncclSettings(64 << 20), [](Runtime& rt, int rank, int size, int gpu) {
+    adasumOfCudaTensors(rt, rank, size, gpu, 2);
+  }, GpuRanks{4, true, {"a", "a", "b", "b"}});
 }
 
 // Process sets {0, 2} and {1, 2} beside the world, reducing and gathering in the same cycles:

@@ -75,6 +75,15 @@ TEST(RuntimeStagingGpu, NewOutputsAreDeviceMemory) {
   });
 }
 
+// Adasum is the runtime's own algorithm on the host: CUDA tensors reach it staged, fused ones
+// keeping their own coefficients.
+TEST(RuntimeStagingGpu, AdasumMatchesItsDefinition) {
+  SKIP_WITHOUT_GPU_IN_A_CHILD();
+  runGpuRanks(stagingSettings(64 << 20), [](Runtime& rt, int rank, int size, int gpu) {
+    adasumOfCudaTensors(rt, rank, size, gpu, 1);
+  });
+}
+
 // RONDE_GPU_OPERATIONS=auto, two ranks on one GPU: the runtime finds (by PCI bus id) that they
 // share it, and stages instead of forming an NCCL communicator NCCL would refuse.
 TEST(RuntimeStagingGpu, AutoStagesRanksSharingTheGpu) {
