@@ -1,7 +1,6 @@
 // Shutdown then init, again and again, in the same processes, against one store as `ronde run`
 // serves it: each init is a new generation (gen/<n>/ in the store), and nothing of an older
 // one may be read, reused or left behind: keys, shm segments, descriptors, threads.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "ronde/runtime.h"
 #include "ronde/store.h"
 #include "support/multiprocess.h"
+#include "support/process_census.h"
 #include "support/runtime_harness.h"
 #include "support/runtime_harness_require.h"
 
@@ -43,18 +43,6 @@ void setLauncherEnvironment(int rank, int size, int port, const std::string& tra
   set("RONDE_START_TIMEOUT", "30");
 }
 
-std::vector<std::string> directoryEntries(const std::string& path) {
-  std::vector<std::string> names;
-  DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr) return names;
-  while (dirent* entry = ::readdir(dir)) {
-    std::string name = entry->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  ::closedir(dir);
-  return names;
-}
-
 // This process's open descriptors, each with what it points at (for the failure message).
 std::set<std::string> openDescriptors() {
   std::set<std::string> fds;
@@ -70,21 +58,6 @@ std::set<std::string> openDescriptors() {
              : std::next(it);
   }
   return fds;
-}
-
-size_t threadCount() { return directoryEntries("/proc/self/task").size(); }
-
-// The thread count once it is back to `expected`, or the count after a second. A joined
-// thread can stay listed in /proc/self/task for a moment after join() returns (the kernel
-// wakes the joiner before it has removed the task), so one read may see it; a leaked thread
-// stays listed.
-size_t settledThreadCount(size_t expected) {
-  size_t count = threadCount();
-  for (int i = 0; i < 100 && count != expected; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    count = threadCount();
-  }
-  return count;
 }
 
 // The shm segments this process has mapped (they show as /dev/shm/<name> in its maps).

@@ -6,10 +6,9 @@
 // shutdown again and again, on NCCL and host-staged, leaving no device memory, stream or
 // thread behind.
 //
-// A machine needs 3 GPUs (4 for the hierarchical test); with fewer they skip, saying so. CI
+// A machine needs 3 GPUs (4 for the hierarchical and Adasum tests); with fewer they skip. CI
 // runs them on CUDA and NCCL emulated on the host (tests/emulated_gpu).
 #include <cuda_runtime.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,10 +16,10 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "runtime_gpu_harness.h"
+#include "support/process_census.h"
 #include "support/reference.h"
 #include "support/runtime_harness.h"
 #include "support/runtime_harness_require.h"
@@ -316,26 +315,6 @@ TEST(RuntimeNcclMultiGpu, SurvivorsOfADeadRankCarryOnInANewWorld) {
     allreduceEverything(*rt, ctx.rank, 2, gpu);
     otherKinds(*rt, ctx.rank, 2, gpu);
   });
-}
-
-size_t threadCount() {
-  size_t count = 0;
-  if (DIR* dir = ::opendir("/proc/self/task")) {
-    while (dirent* entry = ::readdir(dir)) count += entry->d_name[0] != '.';
-    ::closedir(dir);
-  }
-  return count;
-}
-
-// The thread count once it is back to `expected`, or after a second: a joined thread can stay
-// listed for a moment after join() returns; a leaked one stays.
-size_t settledThreadCount(size_t expected) {
-  size_t count = threadCount();
-  for (int i = 0; i < 100 && count != expected; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    count = threadCount();
-  }
-  return count;
 }
 
 size_t freeDeviceMemory(int gpu) {
