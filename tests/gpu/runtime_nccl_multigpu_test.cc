@@ -1,10 +1,10 @@
 // The runtime on NCCL with a GPU per rank (forked processes, rank r on GPU r): every
 // collective x dtype x op, single and fused, under RONDE_GPU_OPERATIONS=nccl and auto; the
-// hierarchical allreduce across two hosts; Adasum; process sets, each with NCCL communicators
-// of its own; host and CUDA tensors in one cycle; a rank whose tensor is on the other kind of
-// device; a rank that dies, then its survivors carrying on in a new world; and init after
-// shutdown again and again, on NCCL and host-staged, leaving no device memory, stream or
-// thread behind.
+// hierarchical allreduce across two hosts; Adasum; a joined rank; process sets, each with NCCL
+// communicators of its own; host and CUDA tensors in one cycle; a rank whose tensor is on the
+// other kind of device; a rank that dies, then its survivors carrying on in a new world; and
+// init after shutdown again and again, on NCCL and host-staged, leaving no device memory,
+// stream or thread behind.
 //
 // A machine needs 3 GPUs (4 for the hierarchical and Adasum tests); with fewer they skip. CI
 // runs them on CUDA and NCCL emulated on the host (tests/emulated_gpu).
@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -250,6 +251,49 @@ TEST(RuntimeNcclMultiGpu, HostAndCudaTensorsInTheSameCycles) {
                 "tensor " << k << " (" << (k % 2 == 0 ? "cuda" : "host") << ") element " << i);
     }
   }, kThreeGpus);
+}
+
+// A rank that joined has no tensor to say which GPU it is on: it takes part in the NCCL
+// collectives of the others with zeros, on its local rank's GPU (it never used one here).
+TEST(RuntimeNcclMultiGpu, AJoinedRankTakesPartWithZerosOnItsLocalGpu) {
+  SKIP_WITH_FEWER_GPUS_THAN(3);
+  for (int64_t fusion : {int64_t{0}, int64_t{64} << 20}) {
+    runGpuRanks(ncclSettings(fusion), [](Runtime& rt, int rank, int size, int gpu) {
+      Request join;
+      join.kind = RequestKind::kJoin;
+      join.name = "join";
+      if (rank == 1) {
+        rt.enqueue(join)->wait(std::chrono::seconds(120));
+        return;
+      }
+      GatedStream s(gpu);
+      s.hold();
+      std::vector<std::shared_ptr<CudaTensor>> tensors;
+      std::vector<std::shared_ptr<Handle>> handles;
+      for (int k = 0; k < 4; ++k) {
+        tensors.push_back(s.input(DataType::kFloat32, {5000 + k}, rank, k));
+        Request r = allreduceOf("beside.a.joined." + std::to_string(k), tensors.back(), s);
+        r.op = k % 2 == 0 ? ReduceOp::kSum : ReduceOp::kAverage;
+        handles.push_back(rt.enqueue(r));
+      }
+      s.release();
+      for (size_t k = 0; k < tensors.size(); ++k) {
+        handles[k]->wait(std::chrono::seconds(120));
+        std::vector<unsigned char> got = s.read(*tensors[k]);
+        for (size_t i = 0; i < tensors[k]->numel(); ++i) {
+          const int salt = static_cast<int>(k);
+          double want = inputValue(DataType::kFloat32, 0, i, salt) +
+                        inputValue(DataType::kFloat32, 2, i, salt);  // rank 1 adds zeros
+          if (k % 2 == 1) want /= size;  // over every rank, the joined one too
+          REQUIRE(std::fabs(loadValue(DataType::kFloat32, got.data(), i) - want) <= 1e-6,
+                  "tensor " << k << " element " << i << ": "
+                            << loadValue(DataType::kFloat32, got.data(), i) << ", expected "
+                            << want);
+        }
+      }
+      rt.enqueue(join)->wait(std::chrono::seconds(120));
+    }, kThreeGpus);
+  }
 }
 
 // One rank hands a host tensor where the others hand CUDA tensors: an error naming that rank
