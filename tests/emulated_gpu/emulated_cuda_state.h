@@ -24,6 +24,7 @@ using Clock = std::chrono::steady_clock;
 // RONDE_EMULATED_GPUS and RONDE_EMULATED_GPU_DELAY_US, or `fallback` when unset.
 int environmentInt(const char* name, int fallback);
 
+// An event: the point on a stream its last record stands for.
 struct Event {
   explicit Event(unsigned flags) : flags(flags) {}
   const unsigned flags;
@@ -35,6 +36,7 @@ struct Event {
 
 constexpr size_t kDeviceMemory = size_t{16} << 30;  // each GPU's, as cudaMemGetInfo counts
 
+// A cudaMalloc'd (kDevice) or cudaMallocHost'd (kPinned) block.
 struct Allocation {
   size_t bytes;
   Region::Kind kind;
