@@ -15,7 +15,7 @@ namespace ronde::testing {
 
 // Input value of element i on rank r, in [-3, 3] (unsigned and bool: [0, 6] / {0, 1}).
 inline double inputValue(DataType type, int rank, size_t i, int salt = 0) {
-  long v = static_cast<long>((static_cast<size_t>(rank) * 7 + i * 3 + static_cast<size_t>(salt) * 5) % 7);
+  long v = static_cast<long>((static_cast<size_t>(rank) * 5 + i * 3 + static_cast<size_t>(salt) * 2) % 7);
   if (type == DataType::kBool) return v % 3 == 0 ? 1 : 0;
   if (type == DataType::kUInt8) return static_cast<double>(v);
   return static_cast<double>(v - 3);
