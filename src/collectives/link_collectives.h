@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "collectives/block_layout.h"
 #include "collectives/collective_context.h"
 #include "ronde/types.h"
 
@@ -34,6 +35,10 @@ void ringReducescatter(const LinkGroup& group, void* work, const std::vector<siz
 // `out` holds every block; block group.rank must already be in place.
 void ringAllgatherv(const LinkGroup& group, void* out, const std::vector<size_t>& counts,
                     DataType type, const CollectiveContext& ctx);
+// The same with each member's block anywhere in `out`: blocks[i] is member i's place, and
+// block group.rank must already be in place.
+void ringAllgatherBlocks(const LinkGroup& group, void* out, const std::vector<Segment>& blocks,
+                         DataType type, const CollectiveContext& ctx);
 
 // Pipelined chain from root around the ring.
 void chainBroadcast(const LinkGroup& group, void* buffer, size_t bytes, int root,

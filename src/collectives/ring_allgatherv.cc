@@ -3,21 +3,28 @@
 
 namespace ronde {
 
-void ringAllgatherv(const LinkGroup& group, void* out, const std::vector<size_t>& counts,
-                    DataType type, const CollectiveContext& ctx) {
+void ringAllgatherBlocks(const LinkGroup& group, void* out, const std::vector<Segment>& blocks,
+                         DataType type, const CollectiveContext& ctx) {
   const int n = group.size;
   const size_t elem = dataTypeSize(type);
-  const std::vector<size_t> offsets = blockOffsets(counts);
   char* base = static_cast<char*>(out);
   Link* right = n > 1 ? group.to(group.next()) : nullptr;
   Link* left = n > 1 ? group.to(group.prev()) : nullptr;
   // Step s forwards the block received in step s-1 (block rank-s) and receives block rank-s-1.
   for (int s = 0; s < n - 1; ++s) {
-    size_t send_block = static_cast<size_t>(group.prev(s));
-    size_t recv_block = static_cast<size_t>(group.prev(s + 1));
-    exchange(right, base + offsets[send_block] * elem, counts[send_block] * elem, left,
-             base + offsets[recv_block] * elem, counts[recv_block] * elem, ctx);
+    const Segment& send = blocks[static_cast<size_t>(group.prev(s))];
+    const Segment& recv = blocks[static_cast<size_t>(group.prev(s + 1))];
+    exchange(right, base + send.offset * elem, send.count * elem, left,
+             base + recv.offset * elem, recv.count * elem, ctx);
   }
+}
+
+void ringAllgatherv(const LinkGroup& group, void* out, const std::vector<size_t>& counts,
+                    DataType type, const CollectiveContext& ctx) {
+  const std::vector<size_t> offsets = blockOffsets(counts);
+  std::vector<Segment> blocks(counts.size());
+  for (size_t i = 0; i < counts.size(); ++i) blocks[i] = Segment{offsets[i], counts[i]};
+  ringAllgatherBlocks(group, out, blocks, type, ctx);
 }
 
 }  // namespace ronde

@@ -7,8 +7,8 @@
 
 namespace ronde {
 
-std::vector<RingSegment> evenSegments(size_t count, int parts) {
-  std::vector<RingSegment> segments(static_cast<size_t>(parts));
+std::vector<Segment> evenSegments(size_t count, int parts) {
+  std::vector<Segment> segments(static_cast<size_t>(parts));
   size_t base = count / static_cast<size_t>(parts);
   size_t extra = count % static_cast<size_t>(parts);
   size_t offset = 0;

@@ -9,15 +9,11 @@
 #include <functional>
 #include <vector>
 
+#include "collectives/block_layout.h"
 #include "collectives/collective_context.h"
 #include "ronde/types.h"
 
 namespace ronde {
-
-struct RingSegment {
-  size_t offset = 0;  // in elements
-  size_t count = 0;
-};
 
 struct RingStep {
   int send_segment;
@@ -35,7 +31,7 @@ struct RingPlan {
   const char* input = nullptr;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  std::vector<RingSegment> segments;
+  std::vector<Segment> segments;
   std::vector<RingStep> steps;
   // Called once a chunk of step `step` is in the buffer (after its reduction), on the calling
   // thread; used to apply the post-scale to final values while they are still in cache.
@@ -45,6 +41,6 @@ struct RingPlan {
 void runRingPipeline(const LinkGroup& group, const RingPlan& plan, const CollectiveContext& ctx);
 
 // Splits `count` elements into `parts` nearly equal segments (sizes differ by at most one).
-std::vector<RingSegment> evenSegments(size_t count, int parts);
+std::vector<Segment> evenSegments(size_t count, int parts);
 
 }  // namespace ronde

@@ -6,34 +6,51 @@
 
 namespace ronde {
 
-void shmAllgatherv(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
-                   DataType type) {
+void shmAllgatherSegments(const ShmOp& op, const void* mine, void* out,
+                          const std::vector<std::vector<Segment>>& segments, DataType type) {
   ShmArena& arena = *op.arena;
   const int n = arena.localSize();
-  const int me = arena.localRank();
+  const size_t me = static_cast<size_t>(arena.localRank());
   const size_t elem = dataTypeSize(type);
   const size_t piece = op.chunkBytes() / elem;
-  const std::vector<size_t> offsets = blockOffsets(counts);
-  const size_t largest = *std::max_element(counts.begin(), counts.end());
+  std::vector<size_t> totals(segments.size());
+  for (size_t j = 0; j < segments.size(); ++j) totals[j] = totalCount(segments[j]);
+  const size_t largest = *std::max_element(totals.begin(), totals.end());
   const size_t rounds = std::max<size_t>(1, (largest + piece - 1) / piece);
-  const auto* src = static_cast<const char*>(in);
-  auto* dst = static_cast<char*>(out);
-  auto pieceCount = [&](size_t block, size_t round) { return pieceInRound(counts[block], round, piece); };
+  const auto* src = static_cast<const char*>(mine);
   const uint64_t op_slot = shmPublishDescriptor(op);
   for (size_t k = 0; k < rounds; ++k) {
     const uint64_t step = arena.nextStep();
-    size_t mine = pieceCount(static_cast<size_t>(me), k);
-    if (mine > 0) std::memcpy(arena.slot(me, step), src + k * piece * elem, mine * elem);
+    const size_t own = pieceInRound(totals[me], k, piece);
+    if (own > 0) {
+      auto* slot = static_cast<char*>(arena.slot(static_cast<int>(me), step));
+      if (src != nullptr) {
+        std::memcpy(slot, src + k * piece * elem, own * elem);
+      } else {
+        gatherSegments(out, segments[me], k * piece, own, elem, slot);
+      }
+    }
     arena.arrive(step);
     arena.waitAllArrived(step, op.wait);
     if (k == 0) shmCheckDescriptors(op, op_slot);
-    for (int j = 0; j < n; ++j) {
-      size_t count = pieceCount(static_cast<size_t>(j), k);
+    for (size_t j = 0; j < static_cast<size_t>(n); ++j) {
+      // Without `mine` this rank's own blocks are already in place.
+      if (j == me && src == nullptr) continue;
+      const size_t count = pieceInRound(totals[j], k, piece);
       if (count == 0) continue;
-      std::memcpy(dst + (offsets[static_cast<size_t>(j)] + k * piece) * elem, arena.slot(j, step),
-                  count * elem);
+      scatterSegments(static_cast<const char*>(arena.slot(static_cast<int>(j), step)),
+                      segments[j], k * piece, count, elem, out);
     }
   }
+}
+
+void shmAllgatherv(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
+                   DataType type) {
+  const std::vector<size_t> offsets = blockOffsets(counts);
+  std::vector<std::vector<Segment>> segments(counts.size());
+  for (size_t j = 0; j < counts.size(); ++j) segments[j] = {Segment{offsets[j], counts[j]}};
+  // An empty contribution may come with a null `in`, which then reads nothing from `out`.
+  shmAllgatherSegments(op, in, out, segments, type);
 }
 
 }  // namespace ronde

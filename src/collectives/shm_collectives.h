@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "collectives/block_layout.h"
 #include "collectives/op_descriptor.h"
 #include "transport/shm/shm_arena.h"
 
@@ -44,6 +45,12 @@ void shmReducescatter(const ShmOp& op, const void* in, void* out, const std::vec
 // `in` may alias the rank's own block of `out`.
 void shmAllgatherv(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
                    DataType type);
+// The same where each local rank contributes several blocks that are apart in `out`:
+// segments[j] lists local rank j's, in elements of `out`, and every local rank passes the same
+// list. This rank's blocks are read from `mine`, their concatenation, or, where `mine` is
+// null, from their places in `out`, already filled.
+void shmAllgatherSegments(const ShmOp& op, const void* mine, void* out,
+                          const std::vector<std::vector<Segment>>& segments, DataType type);
 void shmBroadcast(const ShmOp& op, void* buffer, size_t bytes, int root);
 void shmAlltoallv(const ShmOp& op, const void* in, const std::vector<size_t>& send_counts, void* out,
                   const std::vector<size_t>& recv_counts, DataType type);
