@@ -129,7 +129,7 @@ TEST_P(HierarchicalAllreduceTest, RejectsAChunkBelowAPage) {
       comm.setTuning(t);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kInvalidArgument ||
-          std::string(e.what()).find("hierarchical allreduce chunk") == std::string::npos) {
+          std::string(e.what()).find("hierarchical chunk") == std::string::npos) {
         throw std::runtime_error(std::string("unexpected error: ") + e.what());
       }
       checkOne(comm, DataType::kFloat32, ReduceOp::kSum, 5000, false);  // still usable

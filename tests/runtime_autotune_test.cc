@@ -87,7 +87,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
               "shm chunk " << tuning.shm_chunk_bytes);
       REQUIRE(tuning.tcp_chunk_bytes >= 4096, "tcp chunk " << tuning.tcp_chunk_bytes);
       // Every rank ends with the same knobs: compare them through the runtime itself.
-      constexpr int kKnobs = 10;
+      constexpr int kKnobs = 11;
       auto mine = std::make_shared<HostTensor>(DataType::kFloat64, std::vector<int64_t>{kKnobs});
       double* v = mine->as<double>();
       v[0] = static_cast<double>(last.fusion_threshold_bytes);
@@ -100,6 +100,7 @@ TEST(RuntimeAutotune, KnobsChangeMidRunOnEveryRankAndResultsStayExact) {
       v[7] = tuning.shm_direct_read ? 1 : 0;
       v[8] = static_cast<double>(tuning.hierarchical_chunk_bytes);
       v[9] = static_cast<double>(last.fusion_max_tensor_bytes);
+      v[10] = tuning.hierarchical_allgather ? 1 : 0;
       auto low = std::make_shared<HostTensor>(*mine);
       Request a;
       a.name = "knobs.min";

@@ -49,6 +49,7 @@ struct CommOptions {
   int64_t tcp_chunk_bytes = 1024 * 1024;
   bool hierarchical_allreduce = true;
   int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;
+  bool hierarchical_allgather = true;
   // CommTuning::shm_direct_read at the start. Unset: where every local rank has a core of its
   // own, each host times both shared-memory algorithms at construction and the communicator
   // starts with the direct one only if it was clearly faster on every host (elsewhere it starts
@@ -94,9 +95,14 @@ struct CommTuning {
   // segment. Off: always stage. A communicator starts with it on when its host has a core
   // for every local rank, off when they oversubscribe the cores.
   bool shm_direct_read = true;
-  // Hierarchical allreduce: bytes of the buffer per pipeline step (at least 4 KiB). While one
-  // chunk crosses hosts the next is reduced and the previous gathered inside the host.
+  // Hierarchical allreduce and allgather: bytes of the buffer per pipeline step (at least
+  // 4 KiB). While one chunk crosses hosts the next is reduced and the previous gathered inside
+  // the host.
   int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;
+  // Across hosts of equal rank counts: each rank gathers its counterparts' blocks around a
+  // ring across hosts, and the ranks of a host share them in shared memory; off, one flat
+  // ring. No effect where the layout allows only one of them.
+  bool hierarchical_allgather = true;
 
   bool operator==(const CommTuning&) const = default;
 };

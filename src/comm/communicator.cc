@@ -22,6 +22,7 @@ CommOptions CommOptions::fromSettings(const Settings& s) {
   o.tcp_chunk_bytes = s.tcp_chunk_bytes;
   o.hierarchical_allreduce = s.hierarchical_allreduce;
   o.hierarchical_chunk_bytes = s.hierarchical_chunk_bytes;
+  o.hierarchical_allgather = s.hierarchical_allgather;
   if (s.shm_allreduce != ShmAllreduce::kAuto)
     o.shm_direct_read = s.shm_allreduce == ShmAllreduce::kDirect;
   return o;

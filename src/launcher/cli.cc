@@ -115,6 +115,17 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          "Allreduce with one flat algorithm across all ranks")
       ->group("Tuning");
   run->add_flag_callback(
+         "--hierarchical-allgather",
+         [env, name = variable("HIERARCHICAL_ALLGATHER")] { setVariable(env, name, "1"); },
+         "Allgather across hosts in two levels: across hosts, then inside each host (host "
+         "tensors)")
+      ->group("Tuning");
+  run->add_flag_callback(
+         "--no-hierarchical-allgather",
+         [env, name = variable("HIERARCHICAL_ALLGATHER")] { setVariable(env, name, "0"); },
+         "Allgather with one flat ring across all ranks")
+      ->group("Tuning");
+  run->add_flag_callback(
          "--autotune", [env, name = variable("AUTOTUNE")] { setVariable(env, name, "1"); },
          "Tune fusion and cycle time while training runs")
       ->group("Tuning");

@@ -51,8 +51,10 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
         if (options.tune_small_allreduce) {
           d.push_back({Dimension::kSmallAllreduce, "small_allreduce_bytes", 4096, 1 * kMiB});
         }
-        if (options.tune_hierarchical)
+        if (options.tune_hierarchical) {
           d.push_back({Dimension::kHierarchical, "hierarchical_allreduce"});
+          d.push_back({Dimension::kHierarchicalAllgather, "hierarchical_allgather"});
+        }
         if (options.tune_shm_direct_read)
           d.push_back({Dimension::kShmDirectRead, "shm_direct_read"});
         if (options.tune_tcp_chunk)
@@ -84,7 +86,8 @@ Autotuner::Autotuner(const AutotuneOptions& options, const TuningKnobs& initial)
     }
     *log_ << "sample,phase,fusion_threshold_bytes,cycle_time_ms,response_cache,"
              "hierarchical_allreduce,small_allreduce_bytes,tcp_chunk_bytes,shm_chunk_bytes,"
-             "shm_direct_read,hierarchical_chunk_bytes,fusion_max_tensor_bytes,bytes,"
+             "shm_direct_read,hierarchical_chunk_bytes,fusion_max_tensor_bytes,"
+             "hierarchical_allgather,bytes,"
              "seconds,"
              "score_bytes_per_second\n"
           << std::flush;
@@ -118,6 +121,9 @@ std::vector<double> Autotuner::encode(const TuningKnobs& knobs) const {
         break;
       case Dimension::kShmDirectRead:
         point.push_back(knobs.shm_direct_read ? 0.75 : 0.25);
+        break;
+      case Dimension::kHierarchicalAllgather:
+        point.push_back(knobs.hierarchical_allgather ? 0.75 : 0.25);
         break;
       case Dimension::kSmallAllreduce:
         point.push_back(
@@ -166,6 +172,9 @@ TuningKnobs Autotuner::decode(const std::vector<double>& point) const {
       case Dimension::kShmDirectRead:
         knobs.shm_direct_read = u >= 0.5;
         break;
+      case Dimension::kHierarchicalAllgather:
+        knobs.hierarchical_allgather = u >= 0.5;
+        break;
       case Dimension::kSmallAllreduce:
         knobs.small_allreduce_bytes = roundToPages(logValue(u, d.low, d.high));
         break;
@@ -195,7 +204,7 @@ void Autotuner::log(const char* phase, const TuningKnobs& k, int64_t bytes, doub
         << ',' << (k.response_cache ? 1 : 0) << ',' << (k.hierarchical_allreduce ? 1 : 0) << ','
         << k.small_allreduce_bytes << ',' << k.tcp_chunk_bytes << ',' << k.shm_chunk_bytes << ','
         << (k.shm_direct_read ? 1 : 0) << ',' << k.hierarchical_chunk_bytes << ','
-        << k.fusion_max_tensor_bytes << ',' << bytes << ',' << seconds << ',' << score << '\n'
+        << k.fusion_max_tensor_bytes << ',' << (k.hierarchical_allgather ? 1 : 0) << ',' << bytes << ',' << seconds << ',' << score << '\n'
         << std::flush;
 }
 

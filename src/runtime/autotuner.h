@@ -39,9 +39,10 @@ struct TuningKnobs {
   // Past the small band in shared memory: read and write peers' buffers, or stage through
   // the slots (CommTuning::shm_direct_read): the large band's algorithm.
   bool shm_direct_read = true;
-  int64_t hierarchical_chunk_bytes = 0;  // the hierarchical allreduce's pipeline step
+  int64_t hierarchical_chunk_bytes = 0;  // the hierarchical collectives' pipeline step
   // Larger tensors skip the fusion buffer (Settings::fusion_max_tensor_bytes; 0: no limit).
   int64_t fusion_max_tensor_bytes = 0;
+  bool hierarchical_allgather = true;  // CommTuning::hierarchical_allgather
 
   bool operator==(const TuningKnobs&) const = default;
 };
@@ -101,7 +102,8 @@ class Autotuner {
       kTcpChunk,
       kShmChunk,
       kHierarchicalChunk,
-      kFusionMaxTensor
+      kFusionMaxTensor,
+      kHierarchicalAllgather
     };
     Knob knob;
     const char* name;

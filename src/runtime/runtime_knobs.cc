@@ -56,6 +56,7 @@ void RuntimeImpl::initKnobs() {
   initial.shm_direct_read = tuning.shm_direct_read;
   initial.hierarchical_chunk_bytes = tuning.hierarchical_chunk_bytes;
   initial.fusion_max_tensor_bytes = settings_.fusion_max_tensor_bytes;
+  initial.hierarchical_allgather = tuning.hierarchical_allgather;
   autotuner_ = std::make_unique<Autotuner>(options, initial);
 }
 
@@ -74,6 +75,7 @@ void RuntimeImpl::writeKnobs(WireWriter& writer) {
     writer.u8(wanted_comm_tuning_->hierarchical_allreduce ? 1 : 0);
     writer.u8(wanted_comm_tuning_->shm_direct_read ? 1 : 0);
     writer.i64(wanted_comm_tuning_->hierarchical_chunk_bytes);
+    writer.u8(wanted_comm_tuning_->hierarchical_allgather ? 1 : 0);
     wanted_comm_tuning_.reset();
   }
 }
@@ -92,6 +94,7 @@ void RuntimeImpl::readKnobs(WireReader& reader) {
     tuning.hierarchical_allreduce = reader.u8() != 0;
     tuning.shm_direct_read = reader.u8() != 0;
     tuning.hierarchical_chunk_bytes = reader.i64();
+    tuning.hierarchical_allgather = reader.u8() != 0;
     applyCommTuning(tuning);
   }
   publishKnobs();
@@ -138,6 +141,7 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
   tuning.hierarchical_allreduce = next->hierarchical_allreduce;
   tuning.shm_direct_read = next->shm_direct_read;
   tuning.hierarchical_chunk_bytes = next->hierarchical_chunk_bytes;
+  tuning.hierarchical_allgather = next->hierarchical_allgather;
   if (comms_->world().tunable() && !(tuning == comms_->world().tuning())) wanted_comm_tuning_ = tuning;
   knobs_changed_ = true;
   if (autotuner_->finished()) {
@@ -146,8 +150,9 @@ void RuntimeImpl::autotuneCycle(const std::vector<Response>& ready) {
         next->cycle_time_ms, " ms, response cache ",
         next->response_cache ? "on" : "off", "; communicator: small-allreduce cutoff ",
         next->small_allreduce_bytes, " bytes, shm chunk ", next->shm_chunk_bytes,
-        " bytes, TCP chunk ", next->tcp_chunk_bytes, " bytes, hierarchical ",
-        next->hierarchical_allreduce ? "on" : "off", ", shm direct reads ",
+        " bytes, TCP chunk ", next->tcp_chunk_bytes, " bytes, hierarchical allreduce ",
+        next->hierarchical_allreduce ? "on" : "off", ", hierarchical allgather ",
+        next->hierarchical_allgather ? "on" : "off", ", shm direct reads ",
         next->shm_direct_read ? "on" : "off", ", hierarchical chunk ",
         next->hierarchical_chunk_bytes, " bytes after ", autotuner_->samplesTaken(),
         " samples");

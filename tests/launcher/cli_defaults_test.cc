@@ -69,12 +69,12 @@ TEST(CliDefaults, EveryTuningFlagSetsAVariableOfTheTable) {
        "--timeline-filename", "t.json", "--timeline-mark-cycles", "--no-stall-check",
        "--stall-check-warning-time-seconds", "9", "--stall-check-shutdown-time-seconds", "11",
        "--liveness-timeout-seconds", "13", "--log-level", "debug", "--start-timeout", "17",
-       "--tcp"});
+       "--tcp", "--no-hierarchical-allgather"});
   // clang-format on
   std::set<std::string> table;
   for (const Settings::Doc& doc : Settings::documentation()) table.insert("RONDE_" + doc.name);
   // One variable per flag, but --hierarchical-allreduce's two (host and GPU paths).
-  EXPECT_EQ(settings.size(), 16u);
+  EXPECT_EQ(settings.size(), 17u);
   for (const auto& [name, value] : settings) EXPECT_EQ(table.count(name), 1u) << name;
   // What the workers read back from those variables is what the flags said.
   const Settings read = Settings::fromLookup([&](const std::string& name) -> const char* {
@@ -99,6 +99,7 @@ TEST(CliDefaults, EveryTuningFlagSetsAVariableOfTheTable) {
   EXPECT_EQ(read.transport, TransportKind::kTcp);
   EXPECT_TRUE(read.hierarchical_allreduce);
   EXPECT_TRUE(read.gpu_hierarchical_allreduce);
+  EXPECT_FALSE(read.hierarchical_allgather);
 }
 
 TEST(CliDefaults, BadFlagsAreInvalidArgument) {

@@ -83,6 +83,11 @@ class NativeCommunicator final : public Communicator {
   // Verifies the call across hosts, then runs src/collectives/hierarchical_allreduce.cc.
   void hierarchicalAllreduce(const Call& call, const void* in, void* out, size_t count,
                              DataType type, ReduceOp op, double prescale, double postscale);
+  // The same for src/collectives/hierarchical_allgather.cc.
+  void hierarchicalAllgatherv(const Call& call, const void* in, void* out,
+                              const std::vector<size_t>& counts, DataType type);
+  // What both pipelines call from either thread on their first error: abort as run() would.
+  std::function<void(const Error&)> abortFromPipeline();
 
   CommOptions options_;
   Topology topology_;
@@ -93,6 +98,7 @@ class NativeCommunicator final : public Communicator {
   bool shm_only_ = false;             // one host, shared memory for everything
   bool hierarchical_possible_ = false;  // equal hosts, shm inside: cross_ is connected
   bool hierarchical_ = false;         // allreduce: shm inside hosts, ring across
+  bool hierarchical_allgather_ = false;  // allgather: rings across hosts, shm inside
   CommTuning tuning_;                 // the knobs in force; changed only between collectives
   // Other threads may ask for tuning() while the thread that runs the collectives changes it;
   // that thread reads tuning_ itself without the lock.

@@ -1,0 +1,86 @@
+#include "collectives/hierarchical_allgather.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/block_layout.h"
+#include "collectives/cross_host_stage.h"
+#include "collectives/link_collectives.h"
+
+namespace ronde {
+namespace {
+
+// Chunk k holds piece k of every rank's block: `piece` elements of each, fewer at a block's end.
+class ChunkedBlocks {
+ public:
+  ChunkedBlocks(const HierarchicalAllgather& plan, const std::vector<size_t>& counts, size_t elem)
+      : by_host_(*plan.by_host), counts_(counts), offsets_(blockOffsets(counts)) {
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    const size_t largest = *std::max_element(counts.begin(), counts.end());
+    const size_t wanted = std::max<size_t>(1, (total * elem + plan.chunk_bytes - 1) / plan.chunk_bytes);
+    piece_ = std::max<size_t>(1, (largest + wanted - 1) / wanted);
+    chunks_ = std::max<size_t>(1, (largest + piece_ - 1) / piece_);
+  }
+
+  size_t chunks() const { return chunks_; }
+
+  // Chunk k of the blocks of the ranks with local index `local` on every host, by host.
+  std::vector<Segment> column(int local, size_t k) const {
+    std::vector<Segment> blocks;
+    blocks.reserve(by_host_.size());
+    for (const auto& ranks : by_host_) {
+      const size_t r = static_cast<size_t>(ranks[static_cast<size_t>(local)]);
+      blocks.push_back(Segment{offsets_[r] + k * piece_, pieceInRound(counts_[r], k, piece_)});
+    }
+    return blocks;
+  }
+
+ private:
+  const std::vector<std::vector<int>>& by_host_;
+  const std::vector<size_t>& counts_;
+  const std::vector<size_t> offsets_;
+  size_t piece_ = 1;
+  size_t chunks_ = 1;
+};
+
+}  // namespace
+
+void hierarchicalAllgatherv(const HierarchicalAllgather& plan, const void* in, void* out,
+                            const std::vector<size_t>& counts, DataType type) {
+  const size_t elem = dataTypeSize(type);
+  const auto& hosts = *plan.by_host;
+  const int local_size = static_cast<int>(hosts.front().size());
+  const size_t me = static_cast<size_t>(hosts[static_cast<size_t>(plan.cross->rank)]
+                                             [static_cast<size_t>(plan.local_rank)]);
+  char* mine = static_cast<char*>(out) + blockOffsets(counts)[me] * elem;
+  // An empty contribution may come with a null pointer: memmove forbids it even for 0 bytes.
+  if (mine != in && counts[me] > 0) std::memmove(mine, in, counts[me] * elem);
+
+  const ChunkedBlocks blocks(plan, counts, elem);
+  auto cross = [&](size_t k) {
+    ringAllgatherBlocks(*plan.cross, out, blocks.column(plan.local_rank, k), type, plan.ctx);
+  };
+  auto share = [&](size_t k) {
+    std::vector<std::vector<Segment>> by_local(static_cast<size_t>(local_size));
+    for (int j = 0; j < local_size; ++j) by_local[static_cast<size_t>(j)] = blocks.column(j, k);
+    shmAllgatherSegments(plan.local, nullptr, out, by_local, type);
+  };
+  if (blocks.chunks() == 1) {
+    cross(0);
+    share(0);
+    return;
+  }
+  // The steps across hosts need nothing from inside the host: every chunk may cross at once,
+  // and the helper runs ahead while this thread shares the chunks that arrived.
+  CrossHostStage stage(blocks.chunks(), cross, plan.ctx, plan.abort_all);
+  runWithCrossHostStage(stage, plan.abort_all, [&] {
+    stage.post(blocks.chunks() - 1);
+    for (size_t k = 0; k < blocks.chunks(); ++k) {
+      stage.waitCrossed(k);
+      share(k);
+    }
+  });
+}
+
+}  // namespace ronde
