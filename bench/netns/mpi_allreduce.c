@@ -1,8 +1,10 @@
 /* OpenMPI's side of the namespace-host benchmark: the same job as examples/allreduce_demo
  * (float32 sum of MiB mebibytes, one checked warm-up, then `iterations` timed calls between
- * barriers), printing the same line so run_netns_bench.py parses both alike.
+ * barriers), printing the same line so run_netns_bench.py parses both alike. --allgather runs
+ * allgather_job.cc's job instead: MiB of output, MiB / size from each rank.
  *
  *   mpirun -np 4 ... mpi_allreduce [MiB] [iterations]
+ *   mpirun -np 4 ... mpi_allreduce --allgather [MiB] [iterations]
  *   mpirun -np 4 ... mpi_allreduce --init-probe
  *
  * --init-probe prints, on every rank, the wall clock (CLOCK_REALTIME, seconds) right after
@@ -30,9 +32,49 @@ static int initProbe(void) {
   return 0;
 }
 
+static float gatheredValue(size_t rank, size_t i) { return (float)(rank * 1000 + i % 997); }
+
+static int allgather(size_t mib, int iterations) {
+  int rank = 0;
+  int n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  const size_t per_rank = mib * 1024 * 1024 / sizeof(float) / (size_t)n;
+  float* mine = malloc(per_rank * sizeof(float));
+  float* all = malloc(per_rank * (size_t)n * sizeof(float));
+  if (mine == NULL || all == NULL) MPI_Abort(MPI_COMM_WORLD, 3);
+  for (size_t i = 0; i < per_rank; ++i) mine[i] = gatheredValue((size_t)rank, i);
+  MPI_Allgather(mine, (int)per_rank, MPI_FLOAT, all, (int)per_rank, MPI_FLOAT, MPI_COMM_WORLD);
+  size_t wrong = 0;
+  for (size_t r = 0; r < (size_t)n; ++r) {
+    for (size_t i = 0; i < per_rank; ++i) wrong += all[r * per_rank + i] != gatheredValue(r, i);
+  }
+  if (wrong > 0) {
+    fprintf(stderr, "rank %d: %zu elements wrong\n", rank, wrong);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  double start = MPI_Wtime();
+  for (int it = 0; it < iterations; ++it) {
+    MPI_Allgather(mine, (int)per_rank, MPI_FLOAT, all, (int)per_rank, MPI_FLOAT, MPI_COMM_WORLD);
+  }
+  double seconds = MPI_Wtime() - start;
+  if (rank == 0) {
+    printf("mpi allgather: %d ranks over tcp, %zu MiB float32, result correct, "
+           "%.2f ms per allgather\n", n, mib, seconds / iterations * 1e3);
+  }
+  free(mine);
+  free(all);
+  MPI_Finalize();
+  return 0;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   if (argc > 1 && strcmp(argv[1], "--init-probe") == 0) return initProbe();
+  if (argc > 1 && strcmp(argv[1], "--allgather") == 0) {
+    return allgather(argc > 2 ? strtoul(argv[2], NULL, 10) : 64, argc > 3 ? atoi(argv[3]) : 10);
+  }
   const size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
   const int iterations = argc > 2 ? atoi(argv[2]) : 10;
   int rank = 0;

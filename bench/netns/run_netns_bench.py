@@ -12,6 +12,10 @@ and measures on those links:
   3. time from starting the launcher to every worker able to communicate (init_probe.cc /
      `mpi_allreduce --init-probe`): locally with 2 and 4 ranks and over ssh with 2 hosts x 2.
 
+--collective allgather measures allgather instead of allreduce in step 2 (allgather_job.cc
+against `mpi_allreduce --allgather`; --sizes is then the whole output, each rank giving its
+share): the link carries (h-1)/h of the output each way, whatever happens inside a host.
+
 Link bandwidth is algbw * 2(h-1)/h with h hosts: what each host's link carries, per second,
 in a bandwidth-optimal allreduce, whatever happens inside a host. It is the NCCL bus
 bandwidth when there is one rank per host. Every figure is the median of --repeat runs.
@@ -42,7 +46,7 @@ from shaped_links import CannotMakeHosts, ShapedHosts, rate_bits
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-MS_PER_ALLREDUCE = re.compile(r"([\d.]+) ms per allreduce")
+MS_PER_CALL = re.compile(r"([\d.]+) ms per (?:allreduce|allgather)")
 TRANSPORT = re.compile(r"(\d+) ranks over (.+?), ")
 PROBE = re.compile(r"init-probe rank (\d+) ready ([\d.]+)")
 SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
@@ -72,12 +76,17 @@ class CpuSampler:
         return (busy - self.begin[0]) / max(1, total - self.begin[1])
 
 
+def compile_against(build, source, output):
+    """Compiles one of this folder's C++ programs against libronde of `build`."""
+    subprocess.run(["g++", "-std=c++20", "-O2", "-I", os.path.join(ROOT, "include"),
+                    os.path.join(HERE, source), "-o", output, "-L", build,
+                    "-Wl,-rpath," + build, "-lronde"], check=True)
+
+
 def build_tools(build, workdir):
     """Compiles init_probe (against libronde of `build`) and mpi_allreduce (mpicc)."""
     probe = os.path.join(workdir, "init_probe")
-    subprocess.run(["g++", "-std=c++20", "-O2", "-I", os.path.join(ROOT, "include"),
-                    os.path.join(HERE, "init_probe.cc"), "-o", probe, "-L", build,
-                    "-Wl,-rpath," + build, "-lronde"], check=True)
+    compile_against(build, "init_probe.cc", probe)
     mpi = os.path.join(workdir, "mpi_allreduce")
     subprocess.run(["mpicc", "-O2", "-std=gnu11", os.path.join(HERE, "mpi_allreduce.c"), "-o",
                     mpi], check=True)
@@ -106,8 +115,10 @@ class RondeVariant:
 
     def __init__(self, label, build, env=None):
         self.label = label
+        self.build = build
         self.ronde = os.path.join(build, "src", "launcher", "ronde")
         self.demo = os.path.join(build, "examples", "allreduce_demo")
+        self.allgather = None  # allgather_job, compiled against this build when asked for
         self.env = env or {}
         for path in (self.ronde, self.demo):
             if not os.access(path, os.X_OK):
@@ -193,18 +204,19 @@ def tcp_ceiling(hosts, mib, repeat):
 
 def allreduce_seconds(command, env=None):
     stdout, _, busy = run_job(command, env=env)
-    ms = MS_PER_ALLREDUCE.search(stdout)
+    ms = MS_PER_CALL.search(stdout)
     if ms is None:
         raise RuntimeError("no timing in output of %s:\n%s" % (command[0], stdout))
     transport = TRANSPORT.search(stdout)
     return float(ms.group(1)) / 1e3, busy, transport.group(2) if transport else "?"
 
 
-def ronde_seconds(jobs, variant, nhosts, per_host, size_args):
+def ronde_seconds(jobs, variant, nhosts, per_host, size_args, collective):
     saved = jobs.ronde
     jobs.ronde = variant.ronde
+    program = variant.allgather if collective == "allgather" else variant.demo
     try:
-        command = jobs.ronde_remote(nhosts, per_host, [variant.demo] + size_args)
+        command = jobs.ronde_remote(nhosts, per_host, [program] + size_args)
     finally:
         jobs.ronde = saved
     return allreduce_seconds(command, variant.env)
@@ -221,12 +233,15 @@ def bench_allreduce(jobs, args, link_bytes):
             # Interleaved, so drifting load hits every contender alike.
             for _ in range(args.repeat):
                 for variant in args.variants:
-                    runs[variant.label].append(
-                        ronde_seconds(jobs, variant, nhosts, per_host, size_args))
+                    runs[variant.label].append(ronde_seconds(
+                        jobs, variant, nhosts, per_host, size_args, args.collective))
                 if not args.skip_mpi:
+                    mode = ["--allgather"] if args.collective == "allgather" else []
                     runs["mpi"].append(allreduce_seconds(
-                        jobs.mpi_remote(nhosts, per_host, [jobs.mpi] + size_args)))
-            bytes_moved = mib * 2**20 * 2 * (nhosts - 1) / nhosts
+                        jobs.mpi_remote(nhosts, per_host, [jobs.mpi] + mode + size_args)))
+            # What each host's link must carry each way in a bandwidth-optimal algorithm.
+            passes = 2 if args.collective == "allreduce" else 1
+            bytes_moved = mib * 2**20 * passes * (nhosts - 1) / nhosts
             row = {"hosts": nhosts, "per_host": per_host, "mib": mib,
                    "transport": runs["ronde"][0][2]}
             for name, measured in runs.items():
@@ -237,7 +252,7 @@ def bench_allreduce(jobs, args, link_bytes):
                              "link": bytes_moved / seconds / link_bytes,
                              "cpu": statistics.median(r[1] for r in measured)}
             rows.append(row)
-            log("allreduce", row)
+            log(args.collective, row)
     return rows
 
 
@@ -316,7 +331,7 @@ def print_tables(args, ceiling, link_bytes, allreduce, inside, startup):
     others = [v.label for v in args.variants if v.label != "ronde"]
     if others:
         print("\nThe same rounds, each ronde variant against this build (\"ronde\") and "
-              "OpenMPI: % of link, and ms per allreduce (every run).\n")
+              "OpenMPI: %% of link, and ms per %s (every run).\n" % args.collective)
         print("| hosts | ranks/host | MiB | %s |" % " | ".join(["ronde"] + others + ["OpenMPI"]))
         print("|---|---|---|%s" % ("---|" * (len(others) + 2)))
         for row in allreduce:
@@ -336,6 +351,8 @@ def print_tables(args, ceiling, link_bytes, allreduce, inside, startup):
             mpi = row.get("mpi_ms")
             print("| %d | %.0f | %s |" % (row["mib"], row["ronde_ms"],
                                           "%.0f" % mpi if mpi else "-"))
+    if not startup:
+        return
     print("\nStartup: from starting the launcher to every rank past init + a barrier "
           "(median, min in brackets), and to the launcher's exit; medians of %d runs.\n"
           % args.startup_repeat)
@@ -374,7 +391,10 @@ def main():
     parser.add_argument("--variant", action="append", default=[],
                         help="LABEL:RONDE_NAME=VALUE,...: this build with those settings, "
                              "measured in the same rounds (repeatable)")
-    parser.add_argument("--skip-allreduce", action="store_true")
+    parser.add_argument("--collective", choices=("allreduce", "allgather"), default="allreduce",
+                        help="what step 2 measures (allgather: --sizes is the whole output)")
+    parser.add_argument("--skip-allreduce", action="store_true",
+                        help="skip step 2 (and the inside-host runs)")
     parser.add_argument("--skip-startup", action="store_true")
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
@@ -405,6 +425,10 @@ def main():
                            "coll_tuned_allreduce_algorithm", str(args.mpi_allreduce_algorithm)]
     try:
         probe, mpi = build_tools(build, workdir)
+        if args.collective == "allgather":
+            for index, variant in enumerate(args.variants):
+                variant.allgather = os.path.join(workdir, "allgather_job_%d" % index)
+                compile_against(variant.build, "allgather_job.cc", variant.allgather)
         try:
             hosts = ShapedHosts(max(args.hosts), args.rate)
         except CannotMakeHosts as why:
@@ -414,7 +438,8 @@ def main():
         jobs.mpi, jobs.probe, jobs.hosts = mpi, probe, hosts
         ceiling = tcp_ceiling(hosts, 128, args.repeat) if not args.skip_allreduce else None
         allreduce = [] if args.skip_allreduce else bench_allreduce(jobs, args, link_bytes)
-        inside = [] if args.skip_allreduce else bench_inside_host(jobs, args)
+        inside = ([] if args.skip_allreduce or args.collective != "allreduce"
+                  else bench_inside_host(jobs, args))
         startup = [] if args.skip_startup else bench_startup(jobs, args)
         print_tables(args, ceiling, link_bytes, allreduce, inside, startup)
     finally:

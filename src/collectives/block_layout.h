@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <span>
 #include <vector>
 
 namespace ronde {
@@ -29,7 +30,7 @@ struct Segment {
   size_t count = 0;
 };
 
-inline size_t totalCount(const std::vector<Segment>& segments) {
+inline size_t totalCount(std::span<const Segment> segments) {
   size_t total = 0;
   for (const Segment& s : segments) total += s.count;
   return total;
@@ -38,7 +39,7 @@ inline size_t totalCount(const std::vector<Segment>& segments) {
 // Calls fn(offset, n) for each stretch of the output, in order, that elements
 // [first, first + count) of the concatenation of `segments` occupy.
 template <typename Fn>
-void forEachStretch(const std::vector<Segment>& segments, size_t first, size_t count, Fn&& fn) {
+void forEachStretch(std::span<const Segment> segments, size_t first, size_t count, Fn&& fn) {
   for (const Segment& s : segments) {
     if (count == 0) return;
     if (first >= s.count) {
@@ -54,7 +55,7 @@ void forEachStretch(const std::vector<Segment>& segments, size_t first, size_t c
 
 // Copies elements [first, first + count) of the concatenation of `segments` (places in
 // `base`) into the flat `to`.
-inline void gatherSegments(const void* base, const std::vector<Segment>& segments, size_t first,
+inline void gatherSegments(const void* base, std::span<const Segment> segments, size_t first,
                            size_t count, size_t elem, char* to) {
   forEachStretch(segments, first, count, [&](size_t at, size_t n) {
     std::memcpy(to, static_cast<const char*>(base) + at * elem, n * elem);
@@ -63,7 +64,7 @@ inline void gatherSegments(const void* base, const std::vector<Segment>& segment
 }
 
 // The reverse: the flat `from` into those places of `base`.
-inline void scatterSegments(const char* from, const std::vector<Segment>& segments, size_t first,
+inline void scatterSegments(const char* from, std::span<const Segment> segments, size_t first,
                             size_t count, size_t elem, void* base) {
   forEachStretch(segments, first, count, [&](size_t at, size_t n) {
     std::memcpy(static_cast<char*>(base) + at * elem, from, n * elem);

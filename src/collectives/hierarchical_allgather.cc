@@ -25,15 +25,12 @@ class ChunkedBlocks {
 
   size_t chunks() const { return chunks_; }
 
-  // Chunk k of the blocks of the ranks with local index `local` on every host, by host.
-  std::vector<Segment> column(int local, size_t k) const {
-    std::vector<Segment> blocks;
-    blocks.reserve(by_host_.size());
+  // Appends chunk k of the blocks of the ranks with local index `local` on every host, by host.
+  void appendColumn(int local, size_t k, std::vector<Segment>& blocks) const {
     for (const auto& ranks : by_host_) {
       const size_t r = static_cast<size_t>(ranks[static_cast<size_t>(local)]);
       blocks.push_back(Segment{offsets_[r] + k * piece_, pieceInRound(counts_[r], k, piece_)});
     }
-    return blocks;
   }
 
  private:
@@ -59,12 +56,14 @@ void hierarchicalAllgatherv(const HierarchicalAllgather& plan, const void* in, v
 
   const ChunkedBlocks blocks(plan, counts, elem);
   auto cross = [&](size_t k) {
-    ringAllgatherBlocks(*plan.cross, out, blocks.column(plan.local_rank, k), type, plan.ctx);
+    std::vector<Segment> column;
+    blocks.appendColumn(plan.local_rank, k, column);
+    ringAllgatherBlocks(*plan.cross, out, column, type, plan.ctx);
   };
   auto share = [&](size_t k) {
-    std::vector<std::vector<Segment>> by_local(static_cast<size_t>(local_size));
-    for (int j = 0; j < local_size; ++j) by_local[static_cast<size_t>(j)] = blocks.column(j, k);
-    shmAllgatherSegments(plan.local, nullptr, out, by_local, type);
+    std::vector<Segment> every_column;
+    for (int j = 0; j < local_size; ++j) blocks.appendColumn(j, k, every_column);
+    shmAllgatherSegments(plan.local, nullptr, out, every_column, hosts.size(), type);
   };
   if (blocks.chunks() == 1) {
     cross(0);

@@ -45,12 +45,12 @@ void shmReducescatter(const ShmOp& op, const void* in, void* out, const std::vec
 // `in` may alias the rank's own block of `out`.
 void shmAllgatherv(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
                    DataType type);
-// The same where each local rank contributes several blocks that are apart in `out`:
-// segments[j] lists local rank j's, in elements of `out`, and every local rank passes the same
-// list. This rank's blocks are read from `mine`, their concatenation, or, where `mine` is
-// null, from their places in `out`, already filled.
+// The same where each local rank contributes `per_rank` blocks that may lie apart in `out`:
+// local rank j's are segments[j * per_rank, (j + 1) * per_rank), in elements of `out`, and
+// every local rank passes the same list. This rank's blocks are read from `mine`, their
+// concatenation, or, where `mine` is null, from their places in `out`, already filled.
 void shmAllgatherSegments(const ShmOp& op, const void* mine, void* out,
-                          const std::vector<std::vector<Segment>>& segments, DataType type);
+                          std::span<const Segment> segments, size_t per_rank, DataType type);
 void shmBroadcast(const ShmOp& op, void* buffer, size_t bytes, int root);
 void shmAlltoallv(const ShmOp& op, const void* in, const std::vector<size_t>& send_counts, void* out,
                   const std::vector<size_t>& recv_counts, DataType type);
