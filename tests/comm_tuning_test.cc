@@ -46,6 +46,7 @@ std::vector<CommTuning> tuningSequence() {
       t.hierarchical_allreduce = i % 2 == 0;
       t.shm_direct_read = (i / 2) % 2 == 0;  // both shm algorithms of the large band
       t.hierarchical_allgather = (i / 3) % 2 == 0;
+      t.hierarchical_reducescatter = (i / 4) % 2 == 0;
       all.push_back(t);
       ++i;
     }
@@ -58,7 +59,8 @@ std::string describe(const CommTuning& t) {
   out << "small " << t.small_allreduce_bytes << ", shm chunk " << t.shm_chunk_bytes
       << ", tcp chunk " << t.tcp_chunk_bytes << ", hierarchical " << t.hierarchical_allreduce
       << ", direct read " << t.shm_direct_read << ", hierarchical allgather "
-      << t.hierarchical_allgather;
+      << t.hierarchical_allgather << ", hierarchical reduce-scatter "
+      << t.hierarchical_reducescatter;
   return out.str();
 }
 

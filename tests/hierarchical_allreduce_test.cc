@@ -48,21 +48,6 @@ void setHierarchicalChunk(Communicator& comm, int64_t bytes) {
   }
 }
 
-bool close(DataType type, ReduceOp op, double got, double want) {
-  if (op == ReduceOp::kAverage && !isFloat(type)) return std::fabs(got - want) < 1.0;
-  if (!isFloat(type)) {
-    // Integer sums and products wrap like the type does.
-    if (type == DataType::kUInt8) want = static_cast<uint8_t>(static_cast<int64_t>(want));
-    if (type == DataType::kInt8) want = static_cast<int8_t>(static_cast<int64_t>(want));
-    if (type == DataType::kInt16) want = static_cast<int16_t>(static_cast<int64_t>(want));
-    return got == want;
-  }
-  const double tolerance = type == DataType::kBFloat16  ? 0.01
-                           : type == DataType::kFloat16 ? 0.002
-                                                        : 1e-6;
-  return std::fabs(got - want) <= tolerance * std::max(1.0, std::fabs(want));
-}
-
 void checkOne(Communicator& comm, DataType type, ReduceOp op, size_t count, bool in_place) {
   std::vector<char> in(std::max<size_t>(1, count * sizeOf(type)));
   for (size_t i = 0; i < count; ++i)
@@ -73,7 +58,7 @@ void checkOne(Communicator& comm, DataType type, ReduceOp op, size_t count, bool
   for (size_t i = 0; i < count; ++i) {
     const double want = expectedReduction(type, op, comm.size(), i);
     const double got = loadValue(type, result, i);
-    if (!close(type, op, got, want)) {
+    if (!near(type, op, got, want)) {
       throw std::runtime_error(std::string(dataTypeName(type)) + "/" + reduceOpName(op) + "/" +
                                std::to_string(count) + (in_place ? " in place" : "") + " element " +
                                std::to_string(i) + ": got " + std::to_string(got) + ", want " +

@@ -1,10 +1,11 @@
 /* OpenMPI's side of the namespace-host benchmark: the same job as examples/allreduce_demo
  * (float32 sum of MiB mebibytes, one checked warm-up, then `iterations` timed calls between
- * barriers), printing the same line so run_netns_bench.py parses both alike. --allgather runs
- * allgather_job.cc's job instead: MiB of output, MiB / size from each rank.
+ * barriers), printing the same line so run_netns_bench.py parses both alike. --allgather and
+ * --reducescatter run blocks_job.cc's jobs instead: MiB in the whole buffer, MiB / size in
+ * each rank's block.
  *
  *   mpirun -np 4 ... mpi_allreduce [MiB] [iterations]
- *   mpirun -np 4 ... mpi_allreduce --allgather [MiB] [iterations]
+ *   mpirun -np 4 ... mpi_allreduce --allgather|--reducescatter [MiB] [iterations]
  *   mpirun -np 4 ... mpi_allreduce --init-probe
  *
  * --init-probe prints, on every rank, the wall clock (CLOCK_REALTIME, seconds) right after
@@ -69,11 +70,51 @@ static int allgather(size_t mib, int iterations) {
   return 0;
 }
 
+static int reduceScatter(size_t mib, int iterations) {
+  int rank = 0;
+  int n = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  const size_t per_rank = mib * 1024 * 1024 / sizeof(float) / (size_t)n;
+  float* whole = malloc(per_rank * (size_t)n * sizeof(float));
+  float* block = malloc(per_rank * sizeof(float));
+  if (whole == NULL || block == NULL) MPI_Abort(MPI_COMM_WORLD, 3);
+  for (size_t g = 0; g < per_rank * (size_t)n; ++g) whole[g] = (float)((rank + 1) * (g % 13 + 1));
+  MPI_Reduce_scatter_block(whole, block, (int)per_rank, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  size_t wrong = 0;
+  for (size_t i = 0; i < per_rank; ++i) {
+    const size_t g = (size_t)rank * per_rank + i;
+    wrong += block[i] != (float)((size_t)n * (size_t)(n + 1) / 2 * (g % 13 + 1));
+  }
+  if (wrong > 0) {
+    fprintf(stderr, "rank %d: %zu elements wrong\n", rank, wrong);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  double start = MPI_Wtime();
+  for (int it = 0; it < iterations; ++it) {
+    MPI_Reduce_scatter_block(whole, block, (int)per_rank, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+  double seconds = MPI_Wtime() - start;
+  if (rank == 0) {
+    printf("mpi reducescatter: %d ranks over tcp, %zu MiB float32, result correct, "
+           "%.2f ms per reducescatter\n", n, mib, seconds / iterations * 1e3);
+  }
+  free(whole);
+  free(block);
+  MPI_Finalize();
+  return 0;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   if (argc > 1 && strcmp(argv[1], "--init-probe") == 0) return initProbe();
   if (argc > 1 && strcmp(argv[1], "--allgather") == 0) {
     return allgather(argc > 2 ? strtoul(argv[2], NULL, 10) : 64, argc > 3 ? atoi(argv[3]) : 10);
+  }
+  if (argc > 1 && strcmp(argv[1], "--reducescatter") == 0) {
+    return reduceScatter(argc > 2 ? strtoul(argv[2], NULL, 10) : 64,
+                         argc > 3 ? atoi(argv[3]) : 10);
   }
   const size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
   const int iterations = argc > 2 ? atoi(argv[2]) : 10;

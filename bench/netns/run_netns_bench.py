@@ -12,9 +12,10 @@ and measures on those links:
   3. time from starting the launcher to every worker able to communicate (init_probe.cc /
      `mpi_allreduce --init-probe`): locally with 2 and 4 ranks and over ssh with 2 hosts x 2.
 
---collective allgather measures allgather instead of allreduce in step 2 (allgather_job.cc
-against `mpi_allreduce --allgather`; --sizes is then the whole output, each rank giving its
-share): the link carries (h-1)/h of the output each way, whatever happens inside a host.
+--collective allgather|reducescatter measures that instead of allreduce in step 2
+(blocks_job.cc against `mpi_allreduce --allgather|--reducescatter`; --sizes is then the whole
+buffer, each rank's block its share): the link carries (h-1)/h of the buffer each way,
+whatever happens inside a host.
 
 Link bandwidth is algbw * 2(h-1)/h with h hosts: what each host's link carries, per second,
 in a bandwidth-optimal allreduce, whatever happens inside a host. It is the NCCL bus
@@ -46,7 +47,7 @@ from shaped_links import CannotMakeHosts, ShapedHosts, rate_bits
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-MS_PER_CALL = re.compile(r"([\d.]+) ms per (?:allreduce|allgather)")
+MS_PER_CALL = re.compile(r"([\d.]+) ms per (?:allreduce|allgather|reducescatter)")
 TRANSPORT = re.compile(r"(\d+) ranks over (.+?), ")
 PROBE = re.compile(r"init-probe rank (\d+) ready ([\d.]+)")
 SSH_OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
@@ -118,7 +119,7 @@ class RondeVariant:
         self.build = build
         self.ronde = os.path.join(build, "src", "launcher", "ronde")
         self.demo = os.path.join(build, "examples", "allreduce_demo")
-        self.allgather = None  # allgather_job, compiled against this build when asked for
+        self.blocks_job = None  # blocks_job, compiled against this build when asked for
         self.env = env or {}
         for path in (self.ronde, self.demo):
             if not os.access(path, os.X_OK):
@@ -214,9 +215,9 @@ def allreduce_seconds(command, env=None):
 def ronde_seconds(jobs, variant, nhosts, per_host, size_args, collective):
     saved = jobs.ronde
     jobs.ronde = variant.ronde
-    program = variant.allgather if collective == "allgather" else variant.demo
+    program = [variant.demo] if collective == "allreduce" else [variant.blocks_job, collective]
     try:
-        command = jobs.ronde_remote(nhosts, per_host, [program] + size_args)
+        command = jobs.ronde_remote(nhosts, per_host, program + size_args)
     finally:
         jobs.ronde = saved
     return allreduce_seconds(command, variant.env)
@@ -236,7 +237,7 @@ def bench_allreduce(jobs, args, link_bytes):
                     runs[variant.label].append(ronde_seconds(
                         jobs, variant, nhosts, per_host, size_args, args.collective))
                 if not args.skip_mpi:
-                    mode = ["--allgather"] if args.collective == "allgather" else []
+                    mode = [] if args.collective == "allreduce" else ["--" + args.collective]
                     runs["mpi"].append(allreduce_seconds(
                         jobs.mpi_remote(nhosts, per_host, [jobs.mpi] + mode + size_args)))
             # What each host's link must carry each way in a bandwidth-optimal algorithm.
@@ -391,8 +392,10 @@ def main():
     parser.add_argument("--variant", action="append", default=[],
                         help="LABEL:RONDE_NAME=VALUE,...: this build with those settings, "
                              "measured in the same rounds (repeatable)")
-    parser.add_argument("--collective", choices=("allreduce", "allgather"), default="allreduce",
-                        help="what step 2 measures (allgather: --sizes is the whole output)")
+    parser.add_argument("--collective", choices=("allreduce", "allgather", "reducescatter"),
+                        default="allreduce",
+                        help="what step 2 measures (allgather, reducescatter: --sizes is the "
+                             "whole buffer)")
     parser.add_argument("--skip-allreduce", action="store_true",
                         help="skip step 2 (and the inside-host runs)")
     parser.add_argument("--skip-startup", action="store_true")
@@ -425,10 +428,10 @@ def main():
                            "coll_tuned_allreduce_algorithm", str(args.mpi_allreduce_algorithm)]
     try:
         probe, mpi = build_tools(build, workdir)
-        if args.collective == "allgather":
+        if args.collective != "allreduce":
             for index, variant in enumerate(args.variants):
-                variant.allgather = os.path.join(workdir, "allgather_job_%d" % index)
-                compile_against(variant.build, "allgather_job.cc", variant.allgather)
+                variant.blocks_job = os.path.join(workdir, "blocks_job_%d" % index)
+                compile_against(variant.build, "blocks_job.cc", variant.blocks_job)
         try:
             hosts = ShapedHosts(max(args.hosts), args.rate)
         except CannotMakeHosts as why:

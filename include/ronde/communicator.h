@@ -50,6 +50,7 @@ struct CommOptions {
   bool hierarchical_allreduce = true;
   int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;
   bool hierarchical_allgather = true;
+  bool hierarchical_reducescatter = true;
   // CommTuning::shm_direct_read at the start. Unset: where every local rank has a core of its
   // own, each host times both shared-memory algorithms at construction and the communicator
   // starts with the direct one only if it was clearly faster on every host (elsewhere it starts
@@ -95,7 +96,7 @@ struct CommTuning {
   // segment. Off: always stage. A communicator starts with it on when its host has a core
   // for every local rank, off when they oversubscribe the cores.
   bool shm_direct_read = true;
-  // Hierarchical allreduce and allgather: bytes of the buffer per pipeline step (at least
+  // Hierarchical allreduce, allgather and reduce-scatter: bytes of the buffer per pipeline step (at least
   // 4 KiB). While one chunk crosses hosts the next is reduced and the previous gathered inside
   // the host.
   int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;
@@ -103,6 +104,9 @@ struct CommTuning {
   // ring across hosts, and the ranks of a host share them in shared memory; off, one flat
   // ring. No effect where the layout allows only one of them.
   bool hierarchical_allgather = true;
+  // The same for reduce-scatter: the ranks of a host reduce in shared memory so that each
+  // holds its host's share of its counterparts' blocks, and a ring across hosts reduces those.
+  bool hierarchical_reducescatter = true;
 
   bool operator==(const CommTuning&) const = default;
 };

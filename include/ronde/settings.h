@@ -61,6 +61,7 @@ struct Settings {
   ShmAllreduce shm_allreduce = ShmAllreduce::kAuto;  // the large band's algorithm
   int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;  // its pipeline step, whole buffer
   bool hierarchical_allgather = true;         // across hosts: rings across, shm inside
+  bool hierarchical_reducescatter = true;     // across hosts: shm inside, rings across
 
   // Runtime (negotiation, fusion, timeline, stall inspector).
   int64_t fusion_threshold_bytes = 128LL * 1024 * 1024;

@@ -1,4 +1,4 @@
-#include "collectives/hierarchical_allgather.h"
+#include "collectives/hierarchical_blocks.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,42 +8,8 @@
 #include "collectives/link_collectives.h"
 
 namespace ronde {
-namespace {
 
-// Chunk k holds piece k of every rank's block: `piece` elements of each, fewer at a block's end.
-class ChunkedBlocks {
- public:
-  ChunkedBlocks(const HierarchicalAllgather& plan, const std::vector<size_t>& counts, size_t elem)
-      : by_host_(*plan.by_host), counts_(counts), offsets_(blockOffsets(counts)) {
-    size_t total = 0;
-    for (size_t c : counts) total += c;
-    const size_t largest = *std::max_element(counts.begin(), counts.end());
-    const size_t wanted = std::max<size_t>(1, (total * elem + plan.chunk_bytes - 1) / plan.chunk_bytes);
-    piece_ = std::max<size_t>(1, (largest + wanted - 1) / wanted);
-    chunks_ = std::max<size_t>(1, (largest + piece_ - 1) / piece_);
-  }
-
-  size_t chunks() const { return chunks_; }
-
-  // Appends chunk k of the blocks of the ranks with local index `local` on every host, by host.
-  void appendColumn(int local, size_t k, std::vector<Segment>& blocks) const {
-    for (const auto& ranks : by_host_) {
-      const size_t r = static_cast<size_t>(ranks[static_cast<size_t>(local)]);
-      blocks.push_back(Segment{offsets_[r] + k * piece_, pieceInRound(counts_[r], k, piece_)});
-    }
-  }
-
- private:
-  const std::vector<std::vector<int>>& by_host_;
-  const std::vector<size_t>& counts_;
-  const std::vector<size_t> offsets_;
-  size_t piece_ = 1;
-  size_t chunks_ = 1;
-};
-
-}  // namespace
-
-void hierarchicalAllgatherv(const HierarchicalAllgather& plan, const void* in, void* out,
+void hierarchicalAllgatherv(const HierarchicalBlocks& plan, const void* in, void* out,
                             const std::vector<size_t>& counts, DataType type) {
   const size_t elem = dataTypeSize(type);
   const auto& hosts = *plan.by_host;

@@ -31,6 +31,9 @@ void recursiveDoublingAllreduce(const LinkGroup& group, void* buffer, size_t cou
 // Other blocks of `work` are left partially reduced.
 void ringReducescatter(const LinkGroup& group, void* work, const std::vector<size_t>& counts,
                        DataType type, ReduceOp op, const CollectiveContext& ctx);
+// The same with member i's block at blocks[i], anywhere in `work`.
+void ringReducescatterBlocks(const LinkGroup& group, void* work, std::vector<Segment> blocks,
+                             DataType type, ReduceOp op, const CollectiveContext& ctx);
 
 // `out` holds every block; block group.rank must already be in place.
 void ringAllgatherv(const LinkGroup& group, void* out, const std::vector<size_t>& counts,

@@ -42,6 +42,12 @@ void shmAllreduce(const ShmOp& op, const void* in, void* out, size_t count, Data
 // Rank r receives block r (counts[r] elements) of the reduction of `in`.
 void shmReducescatter(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
                       DataType type, ReduceOp reduce, double prescale, double postscale);
+// The same where local rank j's share is `per_rank` blocks that may lie apart in `in`:
+// segments[j * per_rank, (j + 1) * per_rank), in elements of `in`, the same list on every
+// local rank. This rank's `out` receives the reduction of its blocks, one after the other.
+void shmReducescatterSegments(const ShmOp& op, const void* in, void* out,
+                              std::span<const Segment> segments, size_t per_rank, DataType type,
+                              ReduceOp reduce, double prescale, double postscale);
 // `in` may alias the rank's own block of `out`.
 void shmAllgatherv(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
                    DataType type);

@@ -23,6 +23,7 @@ CommOptions CommOptions::fromSettings(const Settings& s) {
   o.hierarchical_allreduce = s.hierarchical_allreduce;
   o.hierarchical_chunk_bytes = s.hierarchical_chunk_bytes;
   o.hierarchical_allgather = s.hierarchical_allgather;
+  o.hierarchical_reducescatter = s.hierarchical_reducescatter;
   if (s.shm_allreduce != ShmAllreduce::kAuto)
     o.shm_direct_read = s.shm_allreduce == ShmAllreduce::kDirect;
   return o;

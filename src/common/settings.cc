@@ -101,7 +101,7 @@ const Field kFields[] = {
     {"HIERARCHICAL_ALLREDUCE", &Settings::hierarchical_allreduce, nullptr,
      "Across hosts, reduce in shared memory within each host and ring across hosts."},
     {"HIERARCHICAL_CHUNK_BYTES", &Settings::hierarchical_chunk_bytes, kChunkBytes,
-     "Pipeline step of the hierarchical allreduce and allgather, in bytes of the whole buffer: "
+     "Pipeline step of the hierarchical allreduce, allgather and reduce-scatter, in bytes of the whole buffer: "
      "one chunk crosses hosts while the next is reduced and the previous gathered inside the "
      "host.",
      4096},
@@ -109,6 +109,10 @@ const Field kFields[] = {
      "Across hosts of equal rank counts, each rank gathers its counterparts' blocks around a "
      "ring across hosts and the ranks of a host share them in shared memory; off: one flat "
      "ring over every rank. Horovod's HOROVOD_HIERARCHICAL_ALLGATHER sets it too."},
+    {"HIERARCHICAL_REDUCESCATTER", &Settings::hierarchical_reducescatter, nullptr,
+     "Across hosts of equal rank counts, the ranks of each host reduce in shared memory so that "
+     "each holds its host's sum of its counterparts' blocks, and a ring across hosts among "
+     "counterparts reduces those; off: one flat ring over every rank."},
     {"FUSION_THRESHOLD", &Settings::fusion_threshold_bytes, kBytes,
      "Largest fusion buffer: small tensors are batched into one collective up to this size."},
     {"FUSION_MAX_TENSOR_BYTES", &Settings::fusion_max_tensor_bytes, kBytes,

@@ -76,6 +76,8 @@ void RuntimeImpl::writeKnobs(WireWriter& writer) {
     writer.u8(wanted_comm_tuning_->shm_direct_read ? 1 : 0);
     writer.i64(wanted_comm_tuning_->hierarchical_chunk_bytes);
     writer.u8(wanted_comm_tuning_->hierarchical_allgather ? 1 : 0);
+    // Not tuned, but every field travels: the readers start from CommTuning's defaults.
+    writer.u8(wanted_comm_tuning_->hierarchical_reducescatter ? 1 : 0);
     wanted_comm_tuning_.reset();
   }
 }
@@ -95,6 +97,7 @@ void RuntimeImpl::readKnobs(WireReader& reader) {
     tuning.shm_direct_read = reader.u8() != 0;
     tuning.hierarchical_chunk_bytes = reader.i64();
     tuning.hierarchical_allgather = reader.u8() != 0;
+    tuning.hierarchical_reducescatter = reader.u8() != 0;
     applyCommTuning(tuning);
   }
   publishKnobs();

@@ -23,13 +23,16 @@ double wrapToType(DataType type, double v) {
   }
 }
 
-// Compares one element; reports at most a few mismatches per call site.
+}  // namespace
+
 bool near(DataType type, ReduceOp op, double got, double want) {
   if (op == ReduceOp::kAverage && !isFloat(type)) return std::fabs(got - want) < 1.0;
   if (!isFloat(type)) return got == wrapToType(type, want);
   double tolerance = type == DataType::kBFloat16 ? 0.01 : type == DataType::kFloat16 ? 0.002 : 1e-6;
   return std::fabs(got - want) <= tolerance * std::max(1.0, std::fabs(want));
 }
+
+namespace {
 
 std::vector<char> makeInput(DataType type, int rank, size_t count, int salt = 0) {
   std::vector<char> buffer(std::max<size_t>(1, count * sizeOf(type)));

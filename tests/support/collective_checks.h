@@ -7,6 +7,10 @@
 
 namespace ronde::testing {
 
+// Whether a reduction result `got` is expectedReduction's `want`: exact for integers (wrapped
+// like the type), within the type's rounding for floats, within 1 for integer averages.
+bool near(DataType type, ReduceOp op, double got, double want);
+
 void checkAllreduceEveryDtypeOpAndSize(Communicator& comm);
 void checkAllreduceLargeBuffersAndScaling(Communicator& comm);
 void checkAllreduceLargeUnscaled(Communicator& comm);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "collectives/collective_context.h"
+#include "collectives/hierarchical_blocks.h"
 #include "collectives/op_descriptor.h"
 #include "collectives/shm_collectives.h"
 #include "comm/topology.h"
@@ -83,9 +84,9 @@ class NativeCommunicator final : public Communicator {
   // Verifies the call across hosts, then runs src/collectives/hierarchical_allreduce.cc.
   void hierarchicalAllreduce(const Call& call, const void* in, void* out, size_t count,
                              DataType type, ReduceOp op, double prescale, double postscale);
-  // The same for src/collectives/hierarchical_allgather.cc.
-  void hierarchicalAllgatherv(const Call& call, const void* in, void* out,
-                              const std::vector<size_t>& counts, DataType type);
+  // Verifies the call across hosts, then plans src/collectives/hierarchical_blocks.h's
+  // allgather or reduce-scatter.
+  HierarchicalBlocks hierarchicalBlocks(const Call& call);
   // What both pipelines call from either thread on their first error: abort as run() would.
   std::function<void(const Error&)> abortFromPipeline();
 
@@ -99,6 +100,7 @@ class NativeCommunicator final : public Communicator {
   bool hierarchical_possible_ = false;  // equal hosts, shm inside: cross_ is connected
   bool hierarchical_ = false;         // allreduce: shm inside hosts, ring across
   bool hierarchical_allgather_ = false;  // allgather: rings across hosts, shm inside
+  bool hierarchical_reducescatter_ = false;  // reduce-scatter: shm inside hosts, rings across
   CommTuning tuning_;                 // the knobs in force; changed only between collectives
   // Other threads may ask for tuning() while the thread that runs the collectives changes it;
   // that thread reads tuning_ itself without the lock.

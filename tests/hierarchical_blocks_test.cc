@@ -1,9 +1,9 @@
-// The hierarchical allgather (src/collectives/hierarchical_allgather.cc) on simulated hosts:
-// every dtype, counts that leave ranks empty and blocks that end mid-chunk, hosts whose ranks
-// are not numbered one after the other, chunks changed between calls, agreement with the flat
-// ring, a mismatch inside one host, and a rank killed while chunks are in flight. Results are
-// checked against reference.h's per-rank values, which differ from rank to rank, so a block
-// put in another rank's place is caught.
+// The hierarchical allgather and reduce-scatter (src/collectives/hierarchical_blocks.h) on
+// simulated hosts: every dtype (and op), counts that leave ranks empty and blocks that end
+// mid-chunk, hosts whose ranks are not numbered one after the other, chunks changed between
+// calls, agreement with the flat ring, a mismatch, and a rank killed while chunks are in
+// flight. Results are checked against reference.h, whose values differ from rank to rank, so
+// a block put in another rank's place is caught.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/collective_checks.h"
 #include "support/multiprocess.h"
 #include "support/reference.h"
 
@@ -224,17 +225,131 @@ TEST_P(HierarchicalAllgatherTest, PeerLostMidPipelineIsNamed) {
   }
 }
 
+// Every rank sets the same knobs before the next collective.
+void setHierarchicalReducescatter(Communicator& comm, bool on, int64_t chunk_bytes) {
+  CommTuning t = comm.tuning();
+  t.hierarchical_reducescatter = on;
+  t.hierarchical_chunk_bytes = chunk_bytes;
+  comm.setTuning(t);
+}
+
+// Reduce-scatters a buffer of every block (rank r's input: reference.h's values of rank r) and
+// checks this rank's block against the reduction over ranks computed in double.
+void checkReduceScatter(Communicator& comm, DataType type, ReduceOp op,
+                        const std::vector<size_t>& counts, int salt, Scaling scaling = {}) {
+  const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+  const size_t me = static_cast<size_t>(comm.rank());
+  const size_t offset = std::accumulate(counts.begin(), counts.begin() + comm.rank(), size_t{0});
+  std::vector<char> in(std::max<size_t>(1, total * sizeOf(type)));
+  for (size_t i = 0; i < total; ++i)
+    storeValue(type, in.data(), i, inputValue(type, comm.rank(), i, salt));
+  std::vector<char> out(std::max<size_t>(1, counts[me] * sizeOf(type)), 0x5a);
+  comm.reducescatter(in.data(), out.data(), counts, type, op, scaling);
+  const double scale = scaling.prescale * scaling.postscale;
+  for (size_t i = 0; i < counts[me]; ++i) {
+    const double want = expectedReduction(type, op, comm.size(), offset + i, salt) * scale;
+    const double got = loadValue(type, out.data(), i);
+    if (!near(type, op, got, want)) {
+      throw std::runtime_error(std::string(dataTypeName(type)) + "/" + reduceOpName(op) +
+                               " reduce-scatter of " + std::to_string(total) + ": element " +
+                               std::to_string(i) + " of rank " + std::to_string(me) + " is " +
+                               std::to_string(got) + ", want " + std::to_string(want));
+    }
+  }
+}
+
+class HierarchicalReducescatterTest : public HierarchicalAllgatherTest {};
+
+TEST_P(HierarchicalReducescatterTest, EveryDtypeOpAndLayoutOfCounts) {
+  runRanks(spec(), [](Communicator& comm) {
+    setHierarchicalReducescatter(comm, true, 4096);
+    int salt = 0;
+    for (DataType type : allDataTypes()) {
+      for (ReduceOp op : allReduceOps()) {
+        if (type == DataType::kBool && op == ReduceOp::kAverage) continue;
+        for (const auto& counts : countPatterns(comm.size())) {
+          checkReduceScatter(comm, type, op, counts, ++salt % 7);
+        }
+      }
+    }
+  });
+}
+
+// Large blocks of different sizes with pre- and post-scaling, the chunk changing between calls
+// (odd sizes, and one chunk for everything), alternating with the flat ring.
+TEST_P(HierarchicalReducescatterTest, LargeBlocksScalingAndChunkChanges) {
+  runRanks(spec(), [](Communicator& comm) {
+    std::vector<size_t> counts;
+    for (int r = 0; r < comm.size(); ++r) counts.push_back(150000 + static_cast<size_t>(r) * 20011);
+    int round = 0;
+    for (int64_t chunk : {int64_t{4096}, int64_t{100003}, int64_t{1} << 20, int64_t{64} << 20}) {
+      setHierarchicalReducescatter(comm, round % 3 != 2, chunk);
+      checkReduceScatter(comm, DataType::kFloat32, ReduceOp::kSum, counts, round, {0.5, 0.25});
+      checkReduceScatter(comm, DataType::kInt64, ReduceOp::kMax, counts, round + 1);
+      checkReduceScatter(comm, DataType::kFloat64, ReduceOp::kAverage, counts, round + 2);
+      ++round;
+    }
+  });
+}
+
+// A rank dies while many chunks are in flight: every other rank fails with kPeerLost naming
+// it and its host, well within the timeout.
+TEST_P(HierarchicalReducescatterTest, PeerLostMidPipelineIsNamed) {
+  RankSpec s = spec();
+  const int victim = 1;
+  const std::string victim_host = s.hosts[static_cast<size_t>(victim)];
+  auto outcomes = runRanksRaw(s, [victim, victim_host](Communicator& comm) {
+    setHierarchicalReducescatter(comm, true, 256 * 1024);
+    const std::vector<size_t> counts(static_cast<size_t>(comm.size()), 1 << 20);
+    std::vector<float> in(counts[0] * counts.size(), 1.0f), out(counts[0]);
+    auto scatter = [&] {
+      comm.reducescatter(in.data(), out.data(), counts, DataType::kFloat32, ReduceOp::kSum);
+    };
+    scatter();
+    if (comm.rank() == victim) {
+      std::thread killer([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        ::kill(::getpid(), SIGKILL);
+      });
+      for (;;) scatter();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (;;) scatter();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (e.code() != ErrorCode::kPeerLost ||
+          what.find("rank " + std::to_string(victim)) == std::string::npos ||
+          what.find(victim_host) == std::string::npos) {
+        throw std::runtime_error(std::string("expected peer-lost naming rank ") +
+                                 std::to_string(victim) + " on " + victim_host + ", got " +
+                                 errorCodeName(e.code()) + ": " + what);
+      }
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15)) {
+      throw std::runtime_error("the dead rank was noticed too late");
+    }
+  });
+  EXPECT_EQ(outcomes[static_cast<size_t>(victim)].signal, SIGKILL);
+  for (const auto& o : outcomes) {
+    if (o.rank != victim) {
+      EXPECT_EQ(o.exit_code, 0) << "rank " << o.rank << ": " << o.message;
+    }
+  }
+}
+
 // Interleaved: each host's ranks are not next to each other in rank order, so a rank's
 // counterparts' blocks and its host's blocks lie apart in the output.
-INSTANTIATE_TEST_SUITE_P(
-    Hosts, HierarchicalAllgatherTest,
-    ::testing::Values(HostLayout{"hosts_2x2", {"hostA", "hostA", "hostB", "hostB"}},
-                      HostLayout{"hosts_2x2_interleaved", {"hostA", "hostB", "hostA", "hostB"}},
-                      HostLayout{"hosts_3x2",
-                                 {"hostA", "hostA", "hostB", "hostB", "hostC", "hostC"}},
-                      HostLayout{"hosts_2x3", {"hostA", "hostB", "hostB", "hostA", "hostA",
-                                               "hostB"}}),
-    [](const auto& info) { return info.param.label; });
+const auto kLayouts = ::testing::Values(
+    HostLayout{"hosts_2x2", {"hostA", "hostA", "hostB", "hostB"}},
+    HostLayout{"hosts_2x2_interleaved", {"hostA", "hostB", "hostA", "hostB"}},
+    HostLayout{"hosts_3x2", {"hostA", "hostA", "hostB", "hostB", "hostC", "hostC"}},
+    HostLayout{"hosts_2x3", {"hostA", "hostB", "hostB", "hostA", "hostA", "hostB"}});
+std::string layoutLabel(const ::testing::TestParamInfo<HostLayout>& info) {
+  return info.param.label;
+}
+INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalAllgatherTest, kLayouts, layoutLabel);
+INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalReducescatterTest, kLayouts, layoutLabel);
 
 }  // namespace
 }  // namespace ronde::testing
