@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collectives/collective_context.h"
+#include "collectives/scratch_buffer.h"
 #include "collectives/shm_collectives.h"
 #include "ronde/errors.h"
 
@@ -34,6 +35,8 @@ struct HierarchicalBlocks {
   size_t chunk_bytes = 4 * 1024 * 1024;
   // As HierarchicalAllreduce::abort_all: aborts the communicator from either thread.
   std::function<void(const Error&)> abort_all;
+  // The reduce-scatter's work buffer (the caller's, kept between calls); null: its own.
+  ScratchBuffer* scratch = nullptr;
 };
 
 // All ranks of the job call it together with the same counts and type; rank r contributes

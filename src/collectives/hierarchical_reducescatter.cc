@@ -1,5 +1,3 @@
-#include <memory>
-
 #include "collectives/block_layout.h"
 #include "collectives/cross_host_stage.h"
 #include "collectives/hierarchical_blocks.h"
@@ -23,12 +21,13 @@ void hierarchicalReducescatter(const HierarchicalBlocks& plan, const void* in, v
   std::vector<size_t> column_start(blocks.chunks() + 1, 0);
   for (size_t k = 0; k < blocks.chunks(); ++k)
     column_start[k + 1] = column_start[k] + blocks.columnCount(local, k);
-  std::unique_ptr<char[]> column(new char[std::max<size_t>(1, column_start.back() * elem)]);
+  ScratchBuffer own_scratch;
+  char* const column = (plan.scratch ? *plan.scratch : own_scratch).get(column_start.back() * elem);
 
   auto reduceInsideHost = [&](size_t k) {
     std::vector<Segment> every_column;
     for (int j = 0; j < local_size; ++j) blocks.appendColumn(j, k, every_column);
-    shmReducescatterSegments(plan.local, in, column.get() + column_start[k] * elem, every_column,
+    shmReducescatterSegments(plan.local, in, column + column_start[k] * elem, every_column,
                              hosts.size(), type, op, prescale, 1.0);
   };
   auto reduceAcrossHosts = [&](size_t k) {
@@ -39,12 +38,12 @@ void hierarchicalReducescatter(const HierarchicalBlocks& plan, const void* in, v
       pieces.push_back(Segment{at, c});
       at += c;
     }
-    ringReducescatterBlocks(*plan.cross, column.get(), std::move(pieces), type, op, plan.ctx);
+    ringReducescatterBlocks(*plan.cross, column, std::move(pieces), type, op, plan.ctx);
   };
   auto deliver = [&](size_t k) {
     size_t at = column_start[k];
     for (size_t h = 0; h < host; ++h) at += blocks.count(hosts[h][static_cast<size_t>(local)], k);
-    copyScaled(static_cast<char*>(out) + blocks.start(k) * elem, column.get() + at * elem,
+    copyScaled(static_cast<char*>(out) + blocks.start(k) * elem, column + at * elem,
                blocks.count(me, k), type, postscale);
   };
   if (blocks.chunks() == 1) {

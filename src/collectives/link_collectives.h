@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "collectives/block_layout.h"
@@ -34,6 +35,14 @@ void ringReducescatter(const LinkGroup& group, void* work, const std::vector<siz
 // The same with member i's block at blocks[i], anywhere in `work`.
 void ringReducescatterBlocks(const LinkGroup& group, void* work, std::vector<Segment> blocks,
                              DataType type, ReduceOp op, const CollectiveContext& ctx);
+// Out of place: `in` (every block) is read, never written, and `work` needs no copy of it
+// first; only the blocks this rank reduces are written there. Block group.rank of `work` holds
+// the result, and `done(offset, count)` is called for each piece of it as it is final (while
+// it is still in cache), with its place in `work`.
+void ringReducescatter(const LinkGroup& group, const void* in, void* work,
+                       const std::vector<size_t>& counts, DataType type, ReduceOp op,
+                       const std::function<void(size_t offset, size_t count)>& done,
+                       const CollectiveContext& ctx);
 
 // `out` holds every block; block group.rank must already be in place.
 void ringAllgatherv(const LinkGroup& group, void* out, const std::vector<size_t>& counts,

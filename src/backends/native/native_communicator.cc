@@ -379,6 +379,7 @@ HierarchicalBlocks NativeCommunicator::hierarchicalBlocks(const Call& call) {
   plan.local_rank = localRank();
   plan.chunk_bytes = static_cast<size_t>(tuning_.hierarchical_chunk_bytes);
   plan.abort_all = abortFromPipeline();
+  plan.scratch = &scratch_;
   return plan;
 }
 
@@ -507,12 +508,23 @@ void NativeCommunicator::reducescatter(const void* in, void* out, const std::vec
       return;
     }
     verifyAroundRing(world_, call.descriptor, topology_.name(rank()), call.ctx);
-    std::unique_ptr<char[]> work(new char[std::max<size_t>(1, d.count * elem)]);
-    copyScaled(work.get(), in, d.count, type, scaling.prescale);
-    ringReducescatter(world_, work.get(), counts, type, op, call.ctx);
+    char* work = scratch_.get(d.count * elem);
     size_t offset = 0;
     for (int r = 0; r < rank(); ++r) offset += counts[static_cast<size_t>(r)];
-    copyScaled(out, work.get() + offset * elem, counts[static_cast<size_t>(rank())], type, postscale);
+    if (scaling.prescale == 1.0) {
+      // Reads `in` where it is needed, and scales this rank's block out as it becomes final.
+      ringReducescatter(
+          world_, in, work, counts, type, op,
+          [&](size_t at, size_t count) {
+            copyScaled(static_cast<char*>(out) + (at - offset) * elem, work + at * elem, count,
+                       type, postscale);
+          },
+          call.ctx);
+      return;
+    }
+    copyScaled(work, in, d.count, type, scaling.prescale);
+    ringReducescatter(world_, work, counts, type, op, call.ctx);
+    copyScaled(out, work + offset * elem, counts[static_cast<size_t>(rank())], type, postscale);
   });
 }
 

@@ -9,6 +9,7 @@
 
 #include "collectives/collective_context.h"
 #include "collectives/hierarchical_blocks.h"
+#include "collectives/scratch_buffer.h"
 #include "collectives/op_descriptor.h"
 #include "collectives/shm_collectives.h"
 #include "comm/topology.h"
@@ -110,6 +111,7 @@ class NativeCommunicator final : public Communicator {
   bool spin_before_block_ = false;    // every local rank has a CPU of its own
   bool direct_read_ = false;          // every local rank can read every other's memory
   std::unique_ptr<char[]> direct_blocks_;  // the direct allreduce's private blocks
+  ScratchBuffer scratch_;             // reduce-scatter's work buffer, kept between calls
 
   std::atomic<bool> aborted_{false};
   mutable std::mutex abort_mutex_;
