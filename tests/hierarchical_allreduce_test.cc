@@ -3,39 +3,22 @@
 // with empty blocks), large buffers with scaling, chunks changed between calls, and a rank
 // killed while chunks are in flight. Results are checked against reference.h.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cmath>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "support/collective_checks.h"
 #include "support/multiprocess.h"
 #include "support/reference.h"
+#include "support/simulated_hosts.h"
 
 namespace ronde::testing {
 namespace {
 
-struct HostLayout {
-  std::string label;
-  std::vector<std::string> hosts;
-};
-void PrintTo(const HostLayout& layout, std::ostream* out) { *out << layout.label; }
-
 class HierarchicalAllreduceTest : public ::testing::TestWithParam<HostLayout> {
  protected:
-  RankSpec spec() const {
-    RankSpec s;
-    s.hosts = GetParam().hosts;
-    s.size = static_cast<int>(s.hosts.size());
-    s.timeout_seconds = 300;
-    s.shm_chunk_bytes = 64 * 1024;
-    return s;
-  }
+  RankSpec spec() const { return simulatedHostsSpec(GetParam()); }
 };
 
 // Every rank sets the same knobs before the first collective.
@@ -127,45 +110,13 @@ TEST_P(HierarchicalAllreduceTest, RejectsAChunkBelowAPage) {
 // The last host's first rank dies while 64 chunks of a 16 MiB allreduce are in flight:
 // every other rank fails with kPeerLost naming it and its host, well within the timeout.
 TEST_P(HierarchicalAllreduceTest, PeerLostMidPipelineIsNamed) {
-  RankSpec s = spec();
-  const int victim = s.size - 2;
-  const std::string victim_host = s.hosts[static_cast<size_t>(victim)];
-  auto outcomes = runRanksRaw(s, [victim, victim_host](Communicator& comm) {
-    setHierarchicalChunk(comm, 256 * 1024);
-    std::vector<float> data(4 * 1024 * 1024, 1.0f);
-    comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
-    if (comm.rank() == victim) {
-      std::thread killer([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
-        ::kill(::getpid(), SIGKILL);
+  const RankSpec s = spec();
+  std::vector<float> data(4 * 1024 * 1024, 1.0f);
+  expectKilledRankNamed(
+      s, s.size - 2, [](Communicator& comm) { setHierarchicalChunk(comm, 256 * 1024); },
+      [&](Communicator& comm) {
+        comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
       });
-      for (;;)
-        comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
-    }
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      for (;;)
-        comm.allreduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      if (e.code() != ErrorCode::kPeerLost ||
-          what.find("rank " + std::to_string(victim)) == std::string::npos ||
-          what.find(victim_host) == std::string::npos) {
-        throw std::runtime_error(std::string("expected peer-lost naming rank ") +
-                                 std::to_string(victim) + " on " + victim_host + ", got " +
-                                 errorCodeName(e.code()) + ": " + what);
-      }
-    }
-    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15)) {
-      throw std::runtime_error("the dead rank was noticed too late");
-    }
-  });
-  EXPECT_EQ(outcomes[static_cast<size_t>(victim)].signal, SIGKILL);
-  for (const auto& o : outcomes) {
-    if (o.rank != victim) {
-      EXPECT_EQ(o.exit_code, 0) << "rank " << o.rank << ": " << o.message;
-    }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

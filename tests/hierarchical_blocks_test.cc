@@ -5,39 +5,23 @@
 // flight. Results are checked against reference.h, whose values differ from rank to rank, so
 // a block put in another rank's place is caught.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <numeric>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "support/collective_checks.h"
 #include "support/multiprocess.h"
 #include "support/reference.h"
+#include "support/simulated_hosts.h"
 
 namespace ronde::testing {
 namespace {
 
-struct HostLayout {
-  std::string label;
-  std::vector<std::string> hosts;
-};
-void PrintTo(const HostLayout& layout, std::ostream* out) { *out << layout.label; }
-
 class HierarchicalAllgatherTest : public ::testing::TestWithParam<HostLayout> {
  protected:
-  RankSpec spec() const {
-    RankSpec s;
-    s.hosts = GetParam().hosts;
-    s.size = static_cast<int>(s.hosts.size());
-    s.timeout_seconds = 300;
-    s.shm_chunk_bytes = 64 * 1024;
-    return s;
-  }
+  RankSpec spec() const { return simulatedHostsSpec(GetParam()); }
 };
 
 // Every rank sets the same knobs before the next collective.
@@ -184,45 +168,14 @@ TEST_P(HierarchicalAllgatherTest, CountsMismatchInsideAHostFailsEveryRank) {
 // The last host's first rank dies while many chunks are in flight: every other rank fails
 // with kPeerLost naming it and its host, well within the timeout.
 TEST_P(HierarchicalAllgatherTest, PeerLostMidPipelineIsNamed) {
-  RankSpec s = spec();
-  const int victim = s.size - 2;
-  const std::string victim_host = s.hosts[static_cast<size_t>(victim)];
-  auto outcomes = runRanksRaw(s, [victim, victim_host](Communicator& comm) {
-    setHierarchical(comm, true, 256 * 1024);
-    const size_t per_rank = 1 << 20;
-    std::vector<float> in(per_rank, 1.0f), out(per_rank * static_cast<size_t>(comm.size()));
-    auto gather = [&] { comm.allgather(in.data(), out.data(), per_rank, DataType::kFloat32); };
-    gather();
-    if (comm.rank() == victim) {
-      std::thread killer([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
-        ::kill(::getpid(), SIGKILL);
+  const RankSpec s = spec();
+  const size_t per_rank = 1 << 20;
+  std::vector<float> in(per_rank, 1.0f), out(per_rank * static_cast<size_t>(s.size));
+  expectKilledRankNamed(
+      s, s.size - 2, [](Communicator& comm) { setHierarchical(comm, true, 256 * 1024); },
+      [&](Communicator& comm) {
+        comm.allgather(in.data(), out.data(), per_rank, DataType::kFloat32);
       });
-      for (;;) gather();
-    }
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      for (;;) gather();
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      if (e.code() != ErrorCode::kPeerLost ||
-          what.find("rank " + std::to_string(victim)) == std::string::npos ||
-          what.find(victim_host) == std::string::npos) {
-        throw std::runtime_error(std::string("expected peer-lost naming rank ") +
-                                 std::to_string(victim) + " on " + victim_host + ", got " +
-                                 errorCodeName(e.code()) + ": " + what);
-      }
-    }
-    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15)) {
-      throw std::runtime_error("the dead rank was noticed too late");
-    }
-  });
-  EXPECT_EQ(outcomes[static_cast<size_t>(victim)].signal, SIGKILL);
-  for (const auto& o : outcomes) {
-    if (o.rank != victim) {
-      EXPECT_EQ(o.exit_code, 0) << "rank " << o.rank << ": " << o.message;
-    }
-  }
 }
 
 // Every rank sets the same knobs before the next collective.
@@ -295,47 +248,14 @@ TEST_P(HierarchicalReducescatterTest, LargeBlocksScalingAndChunkChanges) {
 // A rank dies while many chunks are in flight: every other rank fails with kPeerLost naming
 // it and its host, well within the timeout.
 TEST_P(HierarchicalReducescatterTest, PeerLostMidPipelineIsNamed) {
-  RankSpec s = spec();
-  const int victim = 1;
-  const std::string victim_host = s.hosts[static_cast<size_t>(victim)];
-  auto outcomes = runRanksRaw(s, [victim, victim_host](Communicator& comm) {
-    setHierarchicalReducescatter(comm, true, 256 * 1024);
-    const std::vector<size_t> counts(static_cast<size_t>(comm.size()), 1 << 20);
-    std::vector<float> in(counts[0] * counts.size(), 1.0f), out(counts[0]);
-    auto scatter = [&] {
-      comm.reducescatter(in.data(), out.data(), counts, DataType::kFloat32, ReduceOp::kSum);
-    };
-    scatter();
-    if (comm.rank() == victim) {
-      std::thread killer([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
-        ::kill(::getpid(), SIGKILL);
+  const RankSpec s = spec();
+  const std::vector<size_t> counts(static_cast<size_t>(s.size), 1 << 20);
+  std::vector<float> in(counts[0] * counts.size(), 1.0f), out(counts[0]);
+  expectKilledRankNamed(
+      s, 1, [](Communicator& comm) { setHierarchicalReducescatter(comm, true, 256 * 1024); },
+      [&](Communicator& comm) {
+        comm.reducescatter(in.data(), out.data(), counts, DataType::kFloat32, ReduceOp::kSum);
       });
-      for (;;) scatter();
-    }
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      for (;;) scatter();
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      if (e.code() != ErrorCode::kPeerLost ||
-          what.find("rank " + std::to_string(victim)) == std::string::npos ||
-          what.find(victim_host) == std::string::npos) {
-        throw std::runtime_error(std::string("expected peer-lost naming rank ") +
-                                 std::to_string(victim) + " on " + victim_host + ", got " +
-                                 errorCodeName(e.code()) + ": " + what);
-      }
-    }
-    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(15)) {
-      throw std::runtime_error("the dead rank was noticed too late");
-    }
-  });
-  EXPECT_EQ(outcomes[static_cast<size_t>(victim)].signal, SIGKILL);
-  for (const auto& o : outcomes) {
-    if (o.rank != victim) {
-      EXPECT_EQ(o.exit_code, 0) << "rank " << o.rank << ": " << o.message;
-    }
-  }
 }
 
 // Interleaved: each host's ranks are not next to each other in rank order, so a rank's

@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
       }
     };
     for (size_t i = 0; i < per_rank; ++i) block[i] = gathered(me, i);
-    for (size_t g = 0; g < whole.size(); ++g) whole[g] = static_cast<float>((me + 1) * (g % 13 + 1));
+    for (size_t g = 0; g < whole.size(); ++g) {
+      whole[g] = static_cast<float>((me + 1) * (g % 13 + 1));
+    }
     call();
     size_t wrong = 0;
     if (gather) {

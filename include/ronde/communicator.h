@@ -96,9 +96,9 @@ struct CommTuning {
   // segment. Off: always stage. A communicator starts with it on when its host has a core
   // for every local rank, off when they oversubscribe the cores.
   bool shm_direct_read = true;
-  // Hierarchical allreduce, allgather and reduce-scatter: bytes of the buffer per pipeline step (at least
-  // 4 KiB). While one chunk crosses hosts the next is reduced and the previous gathered inside
-  // the host.
+  // Hierarchical allreduce, allgather and reduce-scatter: bytes of the buffer per pipeline
+  // step (at least 4 KiB). While one chunk crosses hosts the next is reduced and the previous
+  // gathered inside the host.
   int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;
   // Across hosts of equal rank counts: each rank gathers its counterparts' blocks around a
   // ring across hosts, and the ranks of a host share them in shared memory; off, one flat
