@@ -30,6 +30,17 @@ struct Segment {
   size_t count = 0;
 };
 
+// Blocks of counts[0], counts[1], ... elements, one after the other from offset 0.
+inline std::vector<Segment> blocksInOrder(const std::vector<size_t>& counts) {
+  std::vector<Segment> blocks(counts.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    blocks[i] = Segment{offset, counts[i]};
+    offset += counts[i];
+  }
+  return blocks;
+}
+
 inline size_t totalCount(std::span<const Segment> segments) {
   size_t total = 0;
   for (const Segment& s : segments) total += s.count;

@@ -21,10 +21,7 @@ void ringAllgatherBlocks(const LinkGroup& group, void* out, const std::vector<Se
 
 void ringAllgatherv(const LinkGroup& group, void* out, const std::vector<size_t>& counts,
                     DataType type, const CollectiveContext& ctx) {
-  const std::vector<size_t> offsets = blockOffsets(counts);
-  std::vector<Segment> blocks(counts.size());
-  for (size_t i = 0; i < counts.size(); ++i) blocks[i] = Segment{offsets[i], counts[i]};
-  ringAllgatherBlocks(group, out, blocks, type, ctx);
+  ringAllgatherBlocks(group, out, blocksInOrder(counts), type, ctx);
 }
 
 }  // namespace ronde

@@ -1,18 +1,9 @@
+#include "collectives/block_layout.h"
 #include "collectives/link_collectives.h"
 #include "collectives/ring_pipeline.h"
 
 namespace ronde {
 namespace {
-
-std::vector<Segment> blocksInOrder(const std::vector<size_t>& counts) {
-  std::vector<Segment> blocks;
-  size_t offset = 0;
-  for (size_t c : counts) {
-    blocks.push_back({offset, c});
-    offset += c;
-  }
-  return blocks;
-}
 
 RingPlan reducescatterPlan(const LinkGroup& group, void* work, std::vector<Segment> blocks,
                            DataType type, ReduceOp op) {

@@ -47,14 +47,8 @@ void shmAllgatherSegments(const ShmOp& op, const void* mine, void* out,
 
 void shmAllgatherv(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
                    DataType type) {
-  std::vector<Segment> blocks(counts.size());
-  size_t offset = 0;
-  for (size_t j = 0; j < counts.size(); ++j) {
-    blocks[j] = Segment{offset, counts[j]};
-    offset += counts[j];
-  }
   // An empty contribution may come with a null `in`, which then reads nothing from `out`.
-  shmAllgatherSegments(op, in, out, blocks, 1, type);
+  shmAllgatherSegments(op, in, out, blocksInOrder(counts), 1, type);
 }
 
 }  // namespace ronde

@@ -49,13 +49,8 @@ void shmReducescatterSegments(const ShmOp& op, const void* in, void* out,
 
 void shmReducescatter(const ShmOp& op, const void* in, void* out, const std::vector<size_t>& counts,
                       DataType type, ReduceOp reduce, double prescale, double postscale) {
-  std::vector<Segment> blocks(counts.size());
-  size_t offset = 0;
-  for (size_t j = 0; j < counts.size(); ++j) {
-    blocks[j] = Segment{offset, counts[j]};
-    offset += counts[j];
-  }
-  shmReducescatterSegments(op, in, out, blocks, 1, type, reduce, prescale, postscale);
+  shmReducescatterSegments(op, in, out, blocksInOrder(counts), 1, type, reduce, prescale,
+                           postscale);
 }
 
 }  // namespace ronde
