@@ -1,7 +1,9 @@
 // Liveness and stalls while the background thread is stuck: a stopped (SIGSTOP) rank fails
 // every other rank's pending handle with kPeerLost naming it and its host, long before the
-// collective timeout; a slow but running rank is not flagged; and the stall inspector still
-// reports from its own thread while the background thread is blocked in a collective.
+// collective timeout, whether that rank watches it or learns it from the failure record; a
+// round's store requests do not grow with the job; a slow but running rank is not flagged;
+// and the stall inspector still reports from its own thread while the background thread is
+// blocked in a collective.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -9,9 +11,13 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "comm/failure_record.h"
 #include "runtime/liveness_monitor.h"
 #include "support/runtime_harness.h"
 #include "support/runtime_harness_require.h"
@@ -118,6 +124,45 @@ void requirePeerLost(Handle& handle, int silent, const std::string& host) {
           "expected kPeerLost naming '" << named << "', got " << what);
 }
 
+// Counts the requests that reach each key, and forwards them.
+class CountingStore final : public Store {
+ public:
+  explicit CountingStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+  void set(const std::string& key, const Bytes& value) override {
+    count(key);
+    inner_->set(key, value);
+  }
+  Bytes get(const std::string& key, Duration timeout) override {
+    count(key);
+    return inner_->get(key, timeout);
+  }
+  bool tryGet(const std::string& key, Bytes* value) override {
+    count(key);
+    return inner_->tryGet(key, value);
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    count(key);
+    return inner_->add(key, delta);
+  }
+  void erase(const std::string& key) override {
+    count(key);
+    inner_->erase(key);
+  }
+  std::map<std::string, int> counts() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return counts_;
+  }
+
+ private:
+  void count(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++counts_[key];
+  }
+  std::shared_ptr<Store> inner_;
+  std::mutex mutex_;
+  std::map<std::string, int> counts_;
+};
+
 TEST(LivenessMonitor, ReportsOnlyThePeerThatStopsBeating) {
   auto store = makeMemoryStore();
   std::atomic<int> reports{0};
@@ -129,9 +174,10 @@ TEST(LivenessMonitor, ReportsOnlyThePeerThatStopsBeating) {
     ++reports;
   };
   auto never = [&](int, double) { ++reports; };
-  runtime::LivenessMonitor zero(store, 0, 3, 1.0, on_silent);
-  runtime::LivenessMonitor one(store, 1, 3, 1.0, never);
-  auto two = std::make_unique<runtime::LivenessMonitor>(store, 2, 3, 1.0, never);
+  auto no_failure = [&](const Error&) { ++reports; };
+  runtime::LivenessMonitor zero(store, 0, 3, 1.0, on_silent, no_failure);
+  runtime::LivenessMonitor one(store, 1, 3, 1.0, never, no_failure);
+  auto two = std::make_unique<runtime::LivenessMonitor>(store, 2, 3, 1.0, never, no_failure);
   // All three beat for several timeouts: nobody is reported.
   std::this_thread::sleep_for(std::chrono::seconds(3));
   EXPECT_EQ(reports.load(), 0);
@@ -143,6 +189,77 @@ TEST(LivenessMonitor, ReportsOnlyThePeerThatStopsBeating) {
   EXPECT_EQ(reports.load(), 2);
   EXPECT_EQ(silent_rank.load(), 2);
   EXPECT_GE(silent_for.load(), 1.0);
+}
+
+// Eight ranks: rank 5's two watchers (3 and 4) report it; the watchers' report, published as
+// the job's first failure the way the runtime's abort does, reaches the other five through
+// their next rounds. No monitor reads more than its own beat, its two successors' counters
+// and the failure record, however large the job.
+TEST(LivenessMonitor, TwoWatchersPerRankAndTheRestLearnFromTheFailureRecord) {
+  constexpr int kSize = 8;
+  constexpr int kSilent = 5;
+  auto inner = makeMemoryStore();
+  std::mutex mutex;
+  std::map<int, int> silent_seen;      // reporting rank -> the rank it found silent
+  std::map<int, std::string> failure;  // rank -> the failure it learned of
+  std::vector<std::shared_ptr<CountingStore>> stores;
+  std::vector<std::unique_ptr<runtime::LivenessMonitor>> monitors;
+  for (int r = 0; r < kSize; ++r) {
+    stores.push_back(std::make_shared<CountingStore>(inner));
+    auto on_silent = [&, r](int rank, double) {
+      std::lock_guard<std::mutex> lock(mutex);
+      silent_seen[r] = rank;
+      publishFirstFailure(*inner, ErrorCode::kPeerLost, "rank " + std::to_string(rank) +
+                                                             " silent, seen by " +
+                                                             std::to_string(r));
+    };
+    auto on_failed = [&, r](const Error& e) {
+      std::lock_guard<std::mutex> lock(mutex);
+      failure[r] = std::string(errorCodeName(e.code())) + ": " + e.what();
+    };
+    monitors.push_back(
+        std::make_unique<runtime::LivenessMonitor>(stores.back(), r, kSize, 1.0, on_silent,
+                                                   on_failed));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    EXPECT_TRUE(silent_seen.empty() && failure.empty()) << "a report while all beat";
+  }
+  monitors[kSilent].reset();
+  auto done = [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return silent_seen.size() + failure.size() >= kSize - 1;
+  };
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!done() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (auto& m : monitors) m.reset();
+
+  // Both watchers may find rank 5 silent (or one learns of it from the other's report first);
+  // nobody else judges it, and every rank but 5 ends knowing.
+  for (const auto& [r, rank] : silent_seen) {
+    EXPECT_TRUE(r == 3 || r == 4) << "rank " << r << " does not watch rank 5";
+    EXPECT_EQ(rank, kSilent);
+  }
+  EXPECT_FALSE(silent_seen.empty()) << "no watcher reported rank 5";
+  for (int r = 0; r < kSize; ++r) {
+    if (r == kSilent) continue;
+    const bool knows = silent_seen.count(r) > 0 ||
+                       failure[r].find("PeerLost: rank 5 silent, seen by") == 0;
+    EXPECT_TRUE(knows) << "rank " << r << " learned nothing (failure: '" << failure[r] << "')";
+  }
+  for (int r = 0; r < kSize; ++r) {
+    std::set<std::string> expected{runtime::LivenessMonitor::key(r), "abort/reason"};
+    for (int w : runtime::LivenessMonitor::watchedBy(r, kSize))
+      expected.insert(runtime::LivenessMonitor::key(w));
+    EXPECT_EQ(expected.size(), 4u);
+    for (const auto& [key, n] : stores[static_cast<size_t>(r)]->counts())
+      EXPECT_TRUE(expected.count(key)) << "rank " << r << " read " << key << " " << n << " times";
+  }
+  EXPECT_EQ(runtime::LivenessMonitor::watchedBy(4, kSize), (std::vector<int>{5, 6}));
+  EXPECT_EQ(runtime::LivenessMonitor::watchedBy(7, kSize), (std::vector<int>{0, 1}));
+  EXPECT_EQ(runtime::LivenessMonitor::watchedBy(1, 2), (std::vector<int>{0}));
 }
 
 TEST(RuntimeLiveness, StoppedRankFailsThePeerWithPeerLostTwoRanks) {
@@ -223,6 +340,58 @@ TEST(RuntimeLiveness, StoppedRankFailsEveryPeerWithPeerLostThreeRanksTwoHosts) {
         rt->shutdown();
       });
   expectKilledAndOthersPassed(outcomes, 0);
+}
+
+// Five ranks, each on a host of its own (a TCP ring): rank 2 is stopped inside an allreduce.
+// Only ranks 0 and 1 watch it; ranks 3 and 4 learn from the failure record. Rank 3 receives
+// from rank 2 in the ring, so its link would say nothing before the 60 s collective timeout.
+TEST(RuntimeLiveness, RanksThatDoNotWatchTheStoppedOneFailNamingItToo) {
+  RankSpec spec;
+  spec.size = 5;
+  spec.hosts = {"hostA", "hostB", "hostC", "hostD", "hostE"};
+  spec.timeout_seconds = 40;
+  spec.collective_timeout_ms = 60000;
+  constexpr int kStopped = 2;
+  auto outcomes =
+      runJob(spec, livenessSettings(2), [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        ::freopen("/dev/null", "w", stderr);
+        publishPid(ctx);
+        rt->enqueue(allreduceOf("warm", filledFloats(1000, 1.0f)))->wait();
+        auto big = filledFloats(1 << 20, 1.0f);
+        if (ctx.rank == kStopped) {
+          for (int i = 0;; ++i) {  // stopped, then killed
+            rt->enqueue(allreduceOf("step" + std::to_string(i), big))->wait();
+          }
+        }
+        pid_t victim = pidOf(ctx, kStopped);
+        std::shared_ptr<Handle> failed;
+        std::string what;
+        for (int i = 0; i < 1000 && !failed; ++i) {
+          auto step = rt->enqueue(allreduceOf("step" + std::to_string(i), big));
+          if (ctx.rank == 0 && i == 2) ::kill(victim, SIGSTOP);
+          try {
+            step->wait(std::chrono::seconds(8));
+          } catch (const Error& e) {
+            failed = step;
+            what = e.what();
+          }
+        }
+        REQUIRE(failed != nullptr, "every allreduce succeeded while rank 2 was stopped");
+        requirePeerLost(*failed, kStopped, "hostC");
+        REQUIRE(what.find("noticed by rank 0") != std::string::npos ||
+                    what.find("noticed by rank 1") != std::string::npos,
+                "a watcher of rank 2 noticed: " << what);
+        REQUIRE(!rt->isInitialized(), "the runtime stopped");
+        ctx.store->setString("test/saw/" + std::to_string(ctx.rank), "1");
+        if (ctx.rank == 0) {
+          for (int r : {1, 3, 4}) ctx.store->get("test/saw/" + std::to_string(r),
+                                                 std::chrono::seconds(20));
+          REQUIRE(isStopped(victim), "rank 2 is still stopped, not dead");
+          ::kill(victim, SIGKILL);
+        }
+        rt->shutdown();
+      });
+  expectKilledAndOthersPassed(outcomes, kStopped);
 }
 
 TEST(RuntimeLiveness, SlowButRunningRankIsNotFlagged) {

@@ -2,21 +2,22 @@
 
 #include <algorithm>
 
+#include "comm/failure_record.h"
 #include "common/logging.h"
-#include "ronde/errors.h"
 
 namespace ronde::runtime {
 
 LivenessMonitor::LivenessMonitor(std::shared_ptr<Store> store, int rank, int size,
-                                 double timeout_seconds, OnSilent on_silent)
+                                 double timeout_seconds, OnSilent on_silent, OnFailed on_failed)
     : store_(std::move(store)),
       rank_(rank),
       timeout_(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(timeout_seconds))),
       interval_(intervalFor(timeout_seconds)),
       on_silent_(std::move(on_silent)),
-      peers_(static_cast<size_t>(size)) {
+      on_failed_(std::move(on_failed)) {
   RONDE_CHECK(store_ != nullptr, "liveness needs the rendezvous store");
+  for (int r : watchedBy(rank, size)) peers_.push_back(Peer{r, std::nullopt, {}});
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -38,6 +39,12 @@ LivenessMonitor::Clock::duration LivenessMonitor::intervalFor(double timeout_sec
 }
 
 std::string LivenessMonitor::key(int rank) { return "liveness/" + std::to_string(rank); }
+
+std::vector<int> LivenessMonitor::watchedBy(int rank, int size) {
+  std::vector<int> watched;
+  for (int i = 1; i <= std::min(kWatched, size - 1); ++i) watched.push_back((rank + i) % size);
+  return watched;
+}
 
 void LivenessMonitor::loop() {
   bool store_slow_reported = false;
@@ -62,12 +69,10 @@ void LivenessMonitor::loop() {
 
 void LivenessMonitor::round() {
   store_->add(key(rank_), 1);
-  if (reported_) return;  // still beating: the peers may be judging this rank
-  for (int r = 0; r < static_cast<int>(peers_.size()); ++r) {
-    if (r == rank_) continue;
-    const int64_t beats = store_->add(key(r), 0);
+  if (reported_) return;  // still beating: the watchers may be judging this rank
+  for (Peer& peer : peers_) {
+    const int64_t beats = store_->add(key(peer.rank), 0);
     const auto now = Clock::now();
-    Peer& peer = peers_[static_cast<size_t>(r)];
     if (!peer.beats || *peer.beats != beats) {
       peer.beats = beats;
       peer.moved_at = now;
@@ -76,9 +81,15 @@ void LivenessMonitor::round() {
     // Both reads succeeded, `timeout` apart, and the counter stood still between them.
     if (now - peer.moved_at >= timeout_) {
       reported_ = true;
-      on_silent_(r, std::chrono::duration<double>(now - peer.moved_at).count());
+      on_silent_(peer.rank, std::chrono::duration<double>(now - peer.moved_at).count());
       return;
     }
+  }
+  // No grace for a writer that counted itself in but has not written yet: the next round
+  // reads again.
+  if (auto first = publishedFirstFailure(*store_, Duration{0})) {
+    reported_ = true;
+    on_failed_(*first);
   }
 }
 

@@ -1,23 +1,32 @@
-// Liveness: every rank's heartbeat, and the watch over everyone else's.
+// Liveness: every rank's heartbeat, and a watch over a few peers and the job's failure record.
 //
 // A small thread of its own bumps this rank's counter in the rendezvous store every interval
-// and reads every peer's. A peer whose counter has not moved between two reads `timeout`
-// apart is reported once through `on_silent`: its process is stopped (SIGSTOP, a debugger)
-// or wedged so badly that even this thread cannot run. A rank that is merely busy (a long
-// forward pass, a blocked background thread) keeps beating and is never reported.
+// and reads the counters of the next kWatched ranks around the ring (rank r watches r+1 and
+// r+2, so every rank has two watchers). A watched peer whose counter has not moved between two
+// reads `timeout` apart is reported once through `on_silent`: its process is stopped (SIGSTOP,
+// a debugger) or wedged so badly that even this thread cannot run. A rank that is merely busy
+// (a long forward pass, a blocked background thread) keeps beating and is never reported.
+//
+// Every other rank learns of it from the job's failure record (comm/failure_record.h), which
+// the watcher's abort publishes and every round reads: `on_failed` then gets that first
+// failure. This matters where links alone say nothing: a rank blocked on the stopped peer's
+// link sees no close until the collective timeout. So a round costs kWatched + 2 small
+// requests whatever the job's size (the beat, the watched counters, the record): 4N per
+// interval for N ranks, where reading every peer cost N(N+1), 16512 for 128 ranks. Detection
+// by a non-watcher takes at most one interval (timeout / 5) longer than by a watcher. Any set
+// of stopped ranks short of the whole job holds one whose predecessor still runs, so some
+// watcher always reports one of them.
 //
 // Why the store and not a path of its own: it is already the job's control plane, served by
 // the launcher (which a stopped rank does not stop), authenticated, and reachable wherever
 // the ranks met; heartbeats there cost the data plane nothing (no extra traffic on the shm
-// arena or the TCP links, no lock the collectives take). Each round is one `add` for the
-// beat and one per peer to read: N + 1 small requests per interval per rank, 60-125 us of CPU
-// (2-8 ranks, client and server) on loopback, so ~0.01% of a core at the default 1 s interval.
-// Judging only successful reads means a slow store delays detection but never causes it.
-// The beats share the communicator's store client, which sends one request at a time: nobody
-// may hold it in a long blocking get() while the runtime runs, or this rank's beats wait too.
+// arena or the TCP links, no lock the collectives take). Judging only successful reads means
+// a slow store delays detection but never causes it. The beats share the communicator's store
+// client, which sends one request at a time: nobody may hold it in a long blocking get() while
+// the runtime runs, or this rank's beats wait too.
 //
 // Threads: the constructor starts the thread; stop() (or the destructor) joins it. on_silent
-// runs on the monitor's thread.
+// and on_failed run on the monitor's thread; after either, the monitor only beats.
 #pragma once
 
 #include <chrono>
@@ -27,9 +36,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "ronde/errors.h"
 #include "ronde/store.h"
 
 namespace ronde::runtime {
@@ -39,9 +50,14 @@ class LivenessMonitor {
   using Clock = std::chrono::steady_clock;
   // The silent rank and how long its counter stood still.
   using OnSilent = std::function<void(int rank, double silent_seconds)>;
+  // The job's first failure, published by another rank (or by this one).
+  using OnFailed = std::function<void(const Error& first_failure)>;
+  // How many ranks each rank watches (fewer where the job has fewer peers).
+  static constexpr int kWatched = 2;
 
+  // `store` holds the heartbeats and the job's failure record (the world communicator's).
   LivenessMonitor(std::shared_ptr<Store> store, int rank, int size, double timeout_seconds,
-                  OnSilent on_silent);
+                  OnSilent on_silent, OnFailed on_failed);
   ~LivenessMonitor();
   LivenessMonitor(const LivenessMonitor&) = delete;
   LivenessMonitor& operator=(const LivenessMonitor&) = delete;
@@ -53,15 +69,18 @@ class LivenessMonitor {
   static Clock::duration intervalFor(double timeout_seconds);
   // The store key holding `rank`'s heartbeat counter.
   static std::string key(int rank);
+  // The ranks `rank` watches in a job of `size`.
+  static std::vector<int> watchedBy(int rank, int size);
 
  private:
   struct Peer {
+    int rank;
     std::optional<int64_t> beats;  // the counter at the last read that saw it move
     Clock::time_point moved_at;    // when that read returned
   };
 
   void loop();
-  // One beat, then one read of every peer (until a report).
+  // One beat, then one read of each watched peer and of the failure record (until a report).
   void round();
 
   std::shared_ptr<Store> store_;
@@ -69,7 +88,8 @@ class LivenessMonitor {
   const Clock::duration timeout_;
   const Clock::duration interval_;
   OnSilent on_silent_;
-  std::vector<Peer> peers_;  // monitor thread only
+  OnFailed on_failed_;
+  std::vector<Peer> peers_;  // the watched ranks; monitor thread only
   bool reported_ = false;    // monitor thread only: one report per monitor
 
   std::mutex mutex_;

@@ -103,7 +103,8 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
   if (settings.liveness_timeout_seconds > 0 && size_ > 1 && comms_->world().store()) {
     liveness_ = std::make_unique<LivenessMonitor>(
         comms_->world().store(), rank_, size_, settings.liveness_timeout_seconds,
-        [this](int rank, double seconds) { onPeerSilent(rank, seconds); });
+        [this](int rank, double seconds) { onPeerSilent(rank, seconds); },
+        [this](const Error& first) { onJobFailed(first); });
   }
   thread_ = std::thread([this] { backgroundLoop(); });
 }
@@ -552,6 +553,20 @@ void RuntimeImpl::onPeerSilent(int rank, double seconds) {
   // Wakes the background thread from any wait (it fails every handle with peer_lost_), and
   // tells the peers why, with the code they should report.
   comms_->abortAll(ErrorCode::kPeerLost, message.str());
+}
+
+void RuntimeImpl::onJobFailed(const Error& first) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) return;
+    // A silent peer that another rank watched: this rank's handles say the same.
+    if (!peer_lost_ && first.code() == ErrorCode::kPeerLost)
+      peer_lost_ = std::make_exception_ptr(first);
+  }
+  // This rank may be blocked on a link that will not close (the silent peer's), or idle: the
+  // abort wakes it now instead of at the collective timeout, and its handles carry `first`.
+  log(LogLevel::kError, "another rank failed the job: ", first.what());
+  comms_->abortAll(first.code(), first.what());
 }
 
 }  // namespace ronde::runtime

@@ -96,6 +96,8 @@ class RuntimeImpl final : public Runtime {
   void failEverything(std::exception_ptr error);
   // Liveness thread: `rank` has been silent for `seconds`; fails everything with kPeerLost.
   void onPeerSilent(int rank, double seconds);
+  // Liveness thread: another rank published the job's first failure; aborts this rank too.
+  void onJobFailed(const Error& first);
   void applyTimelineRequest();
   [[noreturn]] void throwUnusable() const;  // with mutex_ held
   void registerInitialProcessSets(const std::vector<std::vector<int>>& process_sets);
