@@ -233,9 +233,11 @@ TEST_P(HierarchicalReducescatterTest, EveryDtypeOpAndLayoutOfCounts) {
 TEST_P(HierarchicalReducescatterTest, LargeBlocksScalingAndChunkChanges) {
   runRanks(spec(), [](Communicator& comm) {
     std::vector<size_t> counts;
-    for (int r = 0; r < comm.size(); ++r) counts.push_back(150000 + static_cast<size_t>(r) * 20011);
+    // Blocks of 160-220 KiB of float32: about 50 chunks of 4 KiB each, several odd chunks of
+    // 30011 bytes, or one chunk for everything.
+    for (int r = 0; r < comm.size(); ++r) counts.push_back(40000 + static_cast<size_t>(r) * 3001);
     int round = 0;
-    for (int64_t chunk : {int64_t{4096}, int64_t{100003}, int64_t{1} << 20, int64_t{64} << 20}) {
+    for (int64_t chunk : {int64_t{4096}, int64_t{30011}, int64_t{1} << 20, int64_t{64} << 20}) {
       setHierarchicalReducescatter(comm, round % 3 != 2, chunk);
       checkReduceScatter(comm, DataType::kFloat32, ReduceOp::kSum, counts, round, {0.5, 0.25});
       checkReduceScatter(comm, DataType::kInt64, ReduceOp::kMax, counts, round + 1);
