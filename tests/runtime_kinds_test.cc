@@ -375,6 +375,105 @@ TEST(RuntimeKinds, AllgathersAndBroadcastsFuse) {
       });
 }
 
+// Reducescatters submitted together fuse per dtype, op and scaling into one collective each,
+// and every rank's share of every tensor matches a reference computed here: rows that do not
+// divide among the ranks, a tensor smaller than the job (empty shares), 1-D and 2-D shapes,
+// scaling, averages and max. The second step sends each tensor on its own, unfused.
+TEST(RuntimeKinds, ReducescattersFuseAndEveryShareMatchesTheReference) {
+  struct Spec {
+    DataType type;
+    int64_t rows, cols;
+    ReduceOp op;
+    double prescale, postscale;
+  };
+  const std::vector<Spec> specs{
+      {DataType::kFloat32, 7, 2, ReduceOp::kSum, 0.5, 0.25},
+      {DataType::kFloat32, 1, 3, ReduceOp::kSum, 0.5, 0.25},  // ranks 1 and 2 get no rows
+      {DataType::kFloat32, 9, 1, ReduceOp::kSum, 0.5, 0.25},
+      {DataType::kFloat32, 4, 5, ReduceOp::kSum, 0.5, 0.25},
+      {DataType::kFloat64, 5, 3, ReduceOp::kAverage, 1.0, 1.0},
+      {DataType::kFloat64, 8, 1, ReduceOp::kAverage, 1.0, 1.0},
+      {DataType::kInt32, 5, 0, ReduceOp::kMax, 1.0, 1.0},  // cols 0: a 1-D tensor of 5
+      {DataType::kInt32, 11, 0, ReduceOp::kMax, 1.0, 1.0},
+  };
+  RankSpec spec;
+  spec.size = 3;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [&](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        const int n = ctx.size;
+        // Element e of tensor k on rank r: small integers, so float sums are exact.
+        auto value = [](size_t k, int r, int64_t e) {
+          return static_cast<double>((7 * static_cast<int64_t>(k) + 3 * r + e * (r + 1)) % 23);
+        };
+        for (int step = 0; step < 2; ++step) {
+          std::vector<Request> requests;
+          for (size_t k = 0; k < specs.size(); ++k) {
+            const Spec& sp = specs[k];
+            std::vector<int64_t> shape{sp.rows};
+            if (sp.cols > 0) shape.push_back(sp.cols);
+            auto t = std::make_shared<HostTensor>(sp.type, shape);
+            for (int64_t e = 0; e < t->numel(); ++e) {
+              const double v = value(k, ctx.rank, e);
+              if (sp.type == DataType::kFloat32) t->as<float>()[e] = static_cast<float>(v);
+              if (sp.type == DataType::kFloat64) t->as<double>()[e] = v;
+              if (sp.type == DataType::kInt32) t->as<int32_t>()[e] = static_cast<int32_t>(v);
+            }
+            Request r;
+            r.kind = RequestKind::kReducescatter;
+            r.name = "rs." + std::to_string(k);
+            r.input = t;
+            r.op = sp.op;
+            r.scaling.prescale = sp.prescale;
+            r.scaling.postscale = sp.postscale;
+            requests.push_back(r);
+          }
+          RuntimeStats before = rt->stats();
+          std::vector<std::shared_ptr<Handle>> handles;
+          if (step == 0) {
+            handles = rt->enqueueGroup(requests);  // one cycle: they may fuse
+          } else {
+            for (Request& r : requests) {
+              handles.push_back(rt->enqueue(r));
+              handles.back()->wait(std::chrono::seconds(30));  // one cycle each
+            }
+          }
+          for (auto& h : handles) h->wait(std::chrono::seconds(30));
+          const RuntimeStats after = statsAfter(*rt, before, specs.size());
+          const uint64_t expected = step == 0 ? 3 : specs.size();
+          REQUIRE(after.collectives - before.collectives == expected,
+                  "step " << step << ": " << after.collectives - before.collectives
+                          << " collectives, expected " << expected);
+          for (size_t k = 0; k < specs.size(); ++k) {
+            const Spec& sp = specs[k];
+            const int64_t row = sp.cols > 0 ? sp.cols : 1;
+            int64_t first_row = 0;
+            for (int r = 0; r < ctx.rank; ++r) first_row += sp.rows / n + (r < sp.rows % n);
+            const int64_t my_rows = sp.rows / n + (ctx.rank < sp.rows % n);
+            Tensor& out = *handles[k]->output();
+            REQUIRE(out.shape()[0] == my_rows, "tensor " << k << " rows " << out.shape()[0]);
+            REQUIRE(out.numel() == my_rows * row, "tensor " << k << " size " << out.numel());
+            for (int64_t i = 0; i < my_rows * row; ++i) {
+              const int64_t e = first_row * row + i;
+              double want = sp.op == ReduceOp::kMax ? -1e300 : 0.0;
+              for (int r = 0; r < n; ++r) {
+                const double v = sp.prescale * value(k, r, e);
+                want = sp.op == ReduceOp::kMax ? std::max(want, v) : want + v;
+              }
+              if (sp.op == ReduceOp::kAverage) want /= n;
+              want *= sp.postscale;
+              double got = 0;
+              if (sp.type == DataType::kFloat32) got = static_cast<const float*>(out.data())[i];
+              if (sp.type == DataType::kFloat64) got = static_cast<const double*>(out.data())[i];
+              if (sp.type == DataType::kInt32) got = static_cast<const int32_t*>(out.data())[i];
+              REQUIRE(std::fabs(got - want) < 1e-9,
+                      "step " << step << " tensor " << k << " element " << i << ": " << got
+                              << " != " << want);
+            }
+          }
+        }
+      });
+}
+
 TEST(RuntimeKinds, ProcessSetsGivenAtInit) {
   RankSpec spec;
   spec.size = 3;

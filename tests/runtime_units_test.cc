@@ -251,6 +251,33 @@ TEST(RuntimeUnits, TensorsAboveTheLargestFusedSizeRunAloneAndTheRestStillFuse) {
   EXPECT_EQ(planExecution(responses, 1 << 20, 399).size(), 4u);  // nothing small enough
 }
 
+// A response of `kind` (every member announcing the same tensor of n float32).
+Response responseOfKind(const std::string& name, int64_t n, RequestKind kind) {
+  Response r = responseFor(name, n);
+  for (auto& d : std::const_pointer_cast<Agreement>(r.agreement)->per_rank)
+    d->kind = static_cast<uint8_t>(kind);
+  return r;
+}
+
+TEST(RuntimeUnits, ReducescattersFuseByTheirWholeInputAndAlltoallsRunAlone) {
+  std::vector<Response> responses;
+  responses.push_back(responseOfKind("rs.a", 100, RequestKind::kReducescatter));  // 400 B
+  responses.push_back(responseOfKind("a2a.a", 10, RequestKind::kAlltoall));
+  responses.push_back(responseOfKind("rs.b", 100, RequestKind::kReducescatter));
+  responses.push_back(responseOfKind("a2a.b", 10, RequestKind::kAlltoall));
+  responses.push_back(responseOfKind("rs.c", 100, RequestKind::kReducescatter));  // over 1000 B
+  responses.push_back(responseOfKind("ar", 10, RequestKind::kAllreduce));  // another kind
+  auto plan = planExecution(responses, 1000);
+  ASSERT_EQ(plan.size(), 5u);
+  EXPECT_EQ(plan[0].responses, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(plan[1].responses, (std::vector<size_t>{1}));
+  EXPECT_EQ(plan[2].responses, (std::vector<size_t>{3}));
+  EXPECT_EQ(plan[3].responses, (std::vector<size_t>{4}));
+  EXPECT_EQ(plan[4].responses, (std::vector<size_t>{5}));
+  EXPECT_EQ(planExecution(responses, 1 << 20).size(), 4u);
+  EXPECT_EQ(planExecution(responses, 1 << 20, 399).size(), 6u);  // above the largest fused
+}
+
 #if defined(RONDE_TEST_GLIBC_MALLOC)
 TEST(RuntimeUnits, AllocatorTuningLeavesAUsersMallocSettingsAlone) {
   auto only = [](const char* set, const char* value) {

@@ -90,4 +90,21 @@ ScatterLayout scatterLayout(const Response& r, int me) {
   return layout;
 }
 
+FusedScatterLayout fusedScatterLayout(const std::vector<const Response*>& responses, int me) {
+  const size_t members = responses[0]->members.size();
+  FusedScatterLayout layout;
+  layout.counts.assign(members, 0);
+  for (const Response* r : responses) {
+    ScatterLayout one = scatterLayout(*r, me);
+    std::vector<size_t> offsets(members, 0);
+    for (size_t i = 1; i < members; ++i) offsets[i] = offsets[i - 1] + one.counts[i - 1];
+    for (size_t i = 0; i < members; ++i) layout.counts[i] += one.counts[i];
+    layout.elements.push_back(std::move(one.counts));
+    layout.offsets.push_back(std::move(offsets));
+    layout.my_rows.push_back(one.my_rows);
+  }
+  for (size_t c : layout.counts) layout.total += c;
+  return layout;
+}
+
 }  // namespace ronde::runtime

@@ -1,5 +1,5 @@
 // Where each rank's elements go in a response's collective: the counts that allgather, alltoall
-// and reducescatter pass to the communicator and the shapes of their outputs, worked out from
+// and reducescatter (one tensor or fused) pass to the communicator and the shapes of their outputs, worked out from
 // the ranks' announcements. Every rank computes the same layout from the same response, and
 // the host path (executor.cc) and the device paths (device_executor.cc,
 // device_comm_executor.cc) share it.
@@ -53,5 +53,19 @@ struct ScatterLayout {
   int64_t my_rows = 0;
 };
 ScatterLayout scatterLayout(const Response& r, int me);
+
+// Reducescatter of several tensors fused: member i's block of the fusion buffer holds its
+// share of every tensor in plan order, so one reducescatter of blocks counts[i] leaves member
+// `me` with its share of each tensor, one after another. elements[k][i]: member i's share of
+// tensor k (scatterLayout's counts); offsets[k][i]: where that share starts in tensor k's
+// input; my_rows[k]: member me's rows of tensor k; total: the whole buffer (every input).
+struct FusedScatterLayout {
+  std::vector<std::vector<size_t>> elements;
+  std::vector<std::vector<size_t>> offsets;
+  std::vector<size_t> counts;
+  std::vector<int64_t> my_rows;
+  size_t total = 0;
+};
+FusedScatterLayout fusedScatterLayout(const std::vector<const Response*>& responses, int me);
 
 }  // namespace ronde::runtime

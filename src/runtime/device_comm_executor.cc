@@ -11,7 +11,9 @@
 //     root, broadcast, unpacked everywhere;
 //   - allgather: into the output; fused: each rank's tensors packed into its block, gathered,
 //     and unpacked into every output by one launch;
-//   - alltoall, reducescatter: into the output.
+//   - alltoall, reducescatter: into the output; reducescatter fused: each member's share of
+//     every tensor packed into its block with the prescale by one launch, reduce-scattered,
+//     and this rank's block unpacked into the outputs by another.
 // A rank with no tensor in a response (it joined) takes part with zeros or nothing, on the
 // device the set's communicator is on. Adasum and reductions the communicator lacks (NCCL:
 // int16) stay on host staging; the choice depends on the response alone, so every rank makes
@@ -138,7 +140,11 @@ void Executor::runOnDeviceComm(Communicator& comm, DeviceOps& ops, uint8_t kind,
   } else if (isKind(kind, RequestKind::kAlltoall)) {
     deviceCommAlltoall(comm, ops, parts[0], result);
   } else if (isKind(kind, RequestKind::kReducescatter)) {
-    deviceCommReducescatter(comm, ops, parts[0]);
+    if (parts.size() == 1) {
+      deviceCommReducescatter(comm, ops, parts[0]);
+    } else {
+      deviceCommReducescatterFused(comm, ops, parts);
+    }
   } else {
     throw makeError(ErrorCode::kInternal, "no device collective for request kind ", int(kind));
   }
@@ -403,6 +409,65 @@ void Executor::deviceCommReducescatter(Communicator& comm, DeviceOps& ops, Part&
   comm.reducescatter(in, out, layout.counts, d.dtype, collectiveOp(d),
                      Scaling{d.prescale, finalScale(r)});
   span(part, "REDUCESCATTER", start);
+}
+
+// Member i's block of the device fusion buffer holds its share of every tensor, in plan order,
+// packed with the prescale by one kernel launch (zeros from a joined rank); after one
+// reducescatter this rank's block holds its share of each tensor, unpacked by a second launch.
+void Executor::deviceCommReducescatterFused(Communicator& comm, DeviceOps& ops,
+                                            std::vector<Part>& parts) {
+  const Response& first = *parts[0].response;
+  const Descriptor& d0 = first.descriptor();
+  const size_t element = dataTypeSize(d0.dtype);
+  std::vector<const Response*> responses;
+  for (Part& p : parts) responses.push_back(p.response);
+  const size_t me = static_cast<size_t>(comm.rank());
+  const FusedScatterLayout layout = fusedScatterLayout(responses, comm.rank());
+  // One allocation: the packed inputs, then this rank's reduced block.
+  auto* buffer = static_cast<unsigned char*>(
+      ops.deviceBuffer((layout.total + layout.counts[me]) * element + 1));
+  unsigned char* mine = buffer + layout.total * element;
+
+  auto copy_start = Clock::now();
+  for (size_t k = 0; k < parts.size(); ++k) {
+    resultOf(ops, parts[k], withFirstDim(parts[k].response->descriptor(), layout.my_rows[k]),
+             false);
+  }
+  std::vector<cuda::CopySegment> pack;
+  size_t offset = 0;
+  for (size_t i = 0; i < layout.counts.size(); ++i) {
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const size_t n = layout.elements[k][i];
+      unsigned char* slot = buffer + offset * element;
+      if (parts[k].local) {
+        const auto* in = static_cast<const unsigned char*>(parts[k].local->request.input->data());
+        if (n > 0) pack.push_back({in + layout.offsets[k][i] * element, slot, n});
+      } else if (n > 0) {
+        ops.zeroOnDevice(DeviceOps::Queue::kIn, slot, n * element);
+      }
+      offset += n;
+    }
+  }
+  ops.copyOnDevice(DeviceOps::Queue::kIn, pack, {d0.dtype, d0.dtype, d0.prescale});
+  ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
+  for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
+
+  auto start = Clock::now();
+  comm.reducescatter(buffer, mine, layout.counts, d0.dtype, collectiveOp(d0),
+                     Scaling{1.0, finalScale(first)});
+  for (Part& p : parts) span(p, "REDUCESCATTER", start);
+
+  auto out_start = Clock::now();
+  std::vector<cuda::CopySegment> unpack;
+  offset = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const size_t n = layout.elements[k][me];
+    if (parts[k].local && !parts[k].error && n > 0)
+      unpack.push_back({mine + offset * element, parts[k].output->data(), n});
+    offset += n;
+  }
+  ops.copyOnDevice(DeviceOps::Queue::kOut, unpack, rawCopy(d0.dtype));
+  for (Part& p : parts) span(p, "MEMCPY_OUT_FUSION_BUFFER", out_start);
 }
 
 }  // namespace ronde::runtime

@@ -107,7 +107,11 @@ void Executor::runKind(uint8_t kind, std::vector<Part>& parts, std::vector<int64
       alltoall(parts[0], result);
       break;
     case static_cast<uint8_t>(RequestKind::kReducescatter):
-      reducescatter(parts[0]);
+      if (parts.size() == 1) {
+        reducescatter(parts[0]);
+      } else {
+        reducescatterFused(parts);
+      }
       break;
     case static_cast<uint8_t>(RequestKind::kBarrier): {
       auto start = Clock::now();
@@ -319,6 +323,63 @@ void Executor::reducescatter(Part& part) {
   comm_->reducescatter(in, out, layout.counts, d.dtype, collectiveOp(d),
                        Scaling{1.0, finalScale(r)});
   span(part, "REDUCESCATTER", start);
+}
+
+// Member i's block of the fusion buffer holds its share of every tensor, in plan order, each
+// prescaled as it is packed (zeros from a joined rank); after one reducescatter this rank's
+// block holds its share of each tensor, one after another.
+void Executor::reducescatterFused(std::vector<Part>& parts) {
+  const Response& first = *parts[0].response;
+  const Descriptor& d0 = first.descriptor();
+  const size_t element = dataTypeSize(d0.dtype);
+  std::vector<const Response*> responses;
+  for (Part& p : parts) responses.push_back(p.response);
+  const size_t me = static_cast<size_t>(comm_->rank());
+  const FusedScatterLayout layout = fusedScatterLayout(responses, comm_->rank());
+  unsigned char* buffer = fusion_buffer_.sized(layout.total * element + 1);
+  unsigned char* mine = scratch_.sized(layout.counts[me] * element + 1);
+
+  auto copy_start = Clock::now();
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Part& p = parts[k];
+    if (!p.local) continue;
+    try {
+      p.output = resolveOutput(*p.local, withFirstDim(p.response->descriptor(), layout.my_rows[k]),
+                               false);
+    } catch (...) {
+      p.error = std::current_exception();
+    }
+  }
+  size_t offset = 0;
+  for (size_t i = 0; i < layout.counts.size(); ++i) {
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const size_t n = layout.elements[k][i];
+      unsigned char* slot = buffer + offset * element;
+      if (parts[k].local) {
+        const auto* in = static_cast<const unsigned char*>(parts[k].local->request.input->data());
+        copyScaled(slot, in + layout.offsets[k][i] * element, n, d0.dtype, d0.prescale);
+      } else {
+        std::memset(slot, 0, n * element);
+      }
+      offset += n;
+    }
+  }
+  for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
+
+  auto start = Clock::now();
+  comm_->reducescatter(buffer, mine, layout.counts, d0.dtype, collectiveOp(d0),
+                       Scaling{1.0, finalScale(first)});
+  for (Part& p : parts) span(p, "REDUCESCATTER", start);
+
+  auto out_start = Clock::now();
+  offset = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const size_t n = layout.elements[k][me];
+    if (parts[k].local && !parts[k].error)
+      copyBytes(parts[k].output->data(), mine + offset * element, n * element);
+    offset += n;
+  }
+  for (Part& p : parts) span(p, "MEMCPY_OUT_FUSION_BUFFER", out_start);
 }
 
 // Each rank's block of the fusion buffer holds its contributions to every tensor, in plan

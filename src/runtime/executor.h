@@ -97,6 +97,7 @@ class Executor {
   void broadcastFused(std::vector<Part>& parts);
   void alltoall(Part& part, std::vector<int64_t>* received_rows);
   void reducescatter(Part& part);
+  void reducescatterFused(std::vector<Part>& parts);
   void span(const Part& part, const char* activity, Timeline::Clock::time_point start);
   // The elements of all the parts' tensors: a fusion buffer's length.
   static size_t elementsOf(const std::vector<Part>& parts);
@@ -143,6 +144,7 @@ class Executor {
   void deviceCommAlltoall(Communicator& comm, DeviceOps& ops, Part& part,
                           std::vector<int64_t>* received_rows);
   void deviceCommReducescatter(Communicator& comm, DeviceOps& ops, Part& part);
+  void deviceCommReducescatterFused(Communicator& comm, DeviceOps& ops, std::vector<Part>& parts);
 
   CommunicatorSet& comms_;
   ProcessSets& sets_;

@@ -10,10 +10,12 @@ namespace {
 bool fusableKind(uint8_t kind) {
   return kind == static_cast<uint8_t>(RequestKind::kAllreduce) ||
          kind == static_cast<uint8_t>(RequestKind::kAllgather) ||
-         kind == static_cast<uint8_t>(RequestKind::kBroadcast);
+         kind == static_cast<uint8_t>(RequestKind::kBroadcast) ||
+         kind == static_cast<uint8_t>(RequestKind::kReducescatter);
 }
 
-// The bytes a request adds to its fusion buffer: an allgather's whole output.
+// The bytes a request adds to its fusion buffer: an allgather's whole output, a
+// reducescatter's whole input.
 int64_t fusedBytes(const Response& r) {
   const Descriptor& d = r.descriptor();
   int64_t elements = d.numel();

@@ -342,26 +342,35 @@ void otherKinds(DeviceWorld& world, RuntimeContext& ctx) {
       }
     });
   }
-  // Reducescatter (sum, prescale 2) of 1001 rows of 4: the first 1001 % n ranks get a row more.
-  {
-    auto in = deviceTensor(ctx, type, {1001, 4}, 30);
+  // Reducescatters (sum, prescale 2) of 1001 rows of 4 and of 7 rows of 3, as one group so
+  // that they fuse where fusion is on: the first rows % n ranks get a row more.
+  const std::vector<std::pair<int64_t, int64_t>> scattered{{1001, 4}, {7, 3}};
+  std::vector<Request> scatters;
+  for (size_t k = 0; k < scattered.size(); ++k) {
     Request r;
     r.kind = RequestKind::kReducescatter;
-    r.name = "rs";
-    r.input = in;
+    r.name = "rs." + std::to_string(k);
+    r.input = deviceTensor(ctx, type, {scattered[k].first, scattered[k].second},
+                           30 + static_cast<int>(k));
     r.scaling = {2.0, 1.0};
-    auto h = world.runtime->enqueue(r);
-    int me = ctx.rank;
-    checks.push_back([h, n, me, type] {
+    scatters.push_back(r);
+  }
+  auto scatter_handles = world.runtime->enqueueGroup(scatters);
+  for (size_t k = 0; k < scattered.size(); ++k) {
+    const auto [rows, cols] = scattered[k];
+    checks.push_back([h = scatter_handles[k], n, me = ctx.rank, type, rows, cols, k] {
       h->wait(std::chrono::seconds(60));
       auto out = h->output();
       size_t first_row = 0;
-      for (int i = 0; i < me; ++i) first_row += 1001 / n + (i < 1001 % n ? 1 : 0);
-      const size_t my_rows = 1001 / n + (me < 1001 % n ? 1 : 0);
-      REQUIRE(out->numel() == my_rows * 4, "reducescatter block size");
+      for (int i = 0; i < me; ++i) first_row += static_cast<size_t>(rows / n + (i < rows % n));
+      const auto my_rows = static_cast<size_t>(rows / n + (me < rows % n));
+      const auto row = static_cast<size_t>(cols);
+      REQUIRE(out->numel() == my_rows * row, "reducescatter " << k << " block size");
       for (size_t i = 0; i < out->numel(); ++i) {
-        double want = 2 * expectedReduction(type, ReduceOp::kSum, n, first_row * 4 + i, 30);
-        REQUIRE(loadValue(type, out->data(), i) == want, "reducescatter element " << i);
+        const double want = 2 * expectedReduction(type, ReduceOp::kSum, n, first_row * row + i,
+                                                  30 + static_cast<int>(k));
+        REQUIRE(loadValue(type, out->data(), i) == want,
+                "reducescatter " << k << " element " << i);
       }
     });
   }
