@@ -19,6 +19,7 @@
 #include "elastic_bindings.h"
 #include "error_mapping.h"
 #include "handle_table.h"
+#include "host_output.h"
 #include "py_convert.h"
 #include "py_request.h"
 #include "py_tensor.h"
@@ -138,6 +139,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = RONDE_VERSION;
   registerErrors(m);
   registerRequestTypes(m);
+  registerHostOutput(m);
   registerStore(m);
 
   py::class_<Tensor, std::shared_ptr<Tensor>>(m, "Tensor");
@@ -183,7 +185,8 @@ PYBIND11_MODULE(_core, m) {
                output = handle.output();
              }
              auto tensor = std::dynamic_pointer_cast<PyTensor>(output);
-             if (!tensor) return py::none();
+             // An output ronde made (HOST_OUTPUT) comes as a DLPack capsule, else None.
+             if (!tensor) return dlpackOf(output);
              return tensor->owner();
            })
       .def("result", [](Handle& handle) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "host_output.h"
 #include "py_tensor.h"
 #include "ronde/errors.h"
 #include "ronde/runtime.h"
@@ -14,10 +15,14 @@
 namespace ronde::python {
 namespace {
 
-// The allocator runs on the runtime's thread, which holds no GIL and none of its own locks
-// while it allocates.
-OutputAllocator wrapAllocator(py::object allocate) {
+// A Python allocator runs on the runtime's thread, which holds no GIL and none of its own
+// locks while it allocates; HOST_OUTPUT has ronde make the output of `input`'s dtype there.
+OutputAllocator wrapAllocator(py::object allocate, const std::shared_ptr<PyTensor>& input) {
   if (allocate.is_none()) return {};
+  if (isHostOutputTag(allocate)) {
+    if (!input) throw Error(ErrorCode::kInvalidArgument, "HOST_OUTPUT needs the request's input");
+    return hostOutputAllocator(input->dtype());
+  }
   auto allocator = std::make_shared<PyRef>(std::move(allocate));
   return [allocator](const std::vector<int64_t>& shape) -> std::shared_ptr<Tensor> {
     py::gil_scoped_acquire gil;
@@ -80,6 +85,7 @@ void registerRequestTypes(py::module_& m) {
              Request r;
              r.kind = kind;
              r.name = std::move(name);
+             r.allocate_output = wrapAllocator(std::move(allocator), input);
              r.input = std::move(input);
              r.output = std::move(output);
              r.op = op;
@@ -88,7 +94,6 @@ void registerRequestTypes(py::module_& m) {
              r.process_set = process_set;
              r.root = root;
              r.splits = std::move(splits);
-             r.allocate_output = wrapAllocator(std::move(allocator));
              return r;
            }),
            py::arg("kind"), py::arg("name"), py::arg("input") = nullptr,
@@ -118,9 +123,12 @@ void registerRequestTypes(py::module_& m) {
                      "output is ready on it when the handle completes")
       .def_property(
           "allocator", [](const Request& r) { return static_cast<bool>(r.allocate_output); },
-          [](Request& r, py::object allocate) { r.allocate_output = wrapAllocator(allocate); },
-          "setting it takes a callable(shape) -> TensorRef (or None); reading it says whether "
-          "one is set")
+          [](Request& r, py::object allocate) {
+            r.allocate_output =
+                wrapAllocator(allocate, std::dynamic_pointer_cast<PyTensor>(r.input));
+          },
+          "setting it takes a callable(shape) -> TensorRef, HOST_OUTPUT or None; reading it "
+          "says whether one is set")
       .def("__repr__", [](const Request& r) {
         return "<ronde._core.Request " + std::string(py::str(py::cast(r.kind))) + " '" + r.name +
                "' process_set=" + std::to_string(r.process_set) + ">";

@@ -140,6 +140,28 @@ def test_allgather_async_and_grouped():
     assert outs[1].shape == (hvd.size(), 2)
 
 
+def test_host_outputs_are_ronde_memory_that_outlives_later_collectives():
+    # CPU outputs of allgather, alltoall and reducescatter are made by ronde and adopted
+    # through DLPack: each must be aligned and contiguous as torch's own, keep its values while
+    # later collectives allocate and free others, and stay writable.
+    n = hvd.size()
+    gathered = hvd.allgather(torch.full((2, 3), float(hvd.rank())))
+    scattered = hvd.reducescatter(torch.arange(4.0 * n).reshape(2 * n, 2), op=hvd.Sum)
+    exchanged = hvd.alltoall(torch.full((n,), hvd.rank(), dtype=torch.int64))
+    for out in (gathered, scattered, exchanged):
+        assert out.data_ptr() % 64 == 0 and out.is_contiguous()
+    expected_gather = torch.cat([torch.full((2, 3), float(r)) for r in range(n)])
+    first_row = 2 * hvd.rank()
+    expected_scatter = n * torch.arange(4.0 * n).reshape(2 * n, 2)[first_row:first_row + 2]
+    for i in range(50):
+        hvd.grouped_allgather([torch.ones(i + 1), torch.zeros(3)], name="churn.%d" % i)
+    assert torch.equal(gathered, expected_gather)
+    assert torch.equal(scattered, expected_scatter)
+    assert exchanged.tolist() == list(range(n))
+    gathered.add_(1)
+    assert torch.equal(gathered, expected_gather + 1)
+
+
 @pytest.mark.parametrize("dtype", DTYPES + [torch.bool])
 def test_broadcast_every_root(dtype):
     for root in range(hvd.size()):

@@ -9,7 +9,7 @@ from ronde.torch.allreduce_ops import allreduce, grouped_allreduce
 from ronde.torch.process_sets import global_process_set
 from ronde.torch.submission import (_ALLGATHER, _ALLTOALL, _BROADCAST, Average, _Group,
                                     _allocator, _core, _enqueue, _grouped_names, _name,
-                                    _register, _spec, _writable, synchronize)
+                                    _output, _register, _spec, _writable, synchronize)
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -17,7 +17,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     source = tensor.contiguous()
     core = _enqueue(_spec(_ALLGATHER, _name("allgather", name, process_set), source,
                                allocate=_allocator(source), process_set=process_set))
-    return _register(core, lambda h: h.output())
+    return _register(core, _output)
 
 
 def _my_offset(rows, process_set):
@@ -56,7 +56,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     specs = [_spec(_ALLGATHER, n, s, allocate=_allocator(s), process_set=process_set)
              for s, n in zip(sources, names)]
     group = _Group(_core.enqueue_group(specs))
-    return _register(group, lambda h: [c.output() for c in h.cores])
+    return _register(group, lambda h: [_output(c) for c in h.cores])
 
 
 class _GroupedAllgather(torch.autograd.Function):
@@ -176,7 +176,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                                process_set=process_set))
 
     def finish(h):
-        return h.output(), torch.tensor(h.result(), dtype=torch.int32)
+        return _output(h), torch.tensor(h.result(), dtype=torch.int32)
     return _register(core, finish)
 
 

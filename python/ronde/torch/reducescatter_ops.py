@@ -6,8 +6,8 @@ import torch
 from ronde.torch.gather_ops import allgather, grouped_allgather
 from ronde.torch.process_sets import global_process_set
 from ronde.torch.submission import (_REDUCESCATTER, Average, Sum, _Group, _allocator, _check_op,
-                                    _core, _enqueue, _grouped_names, _name, _register, _spec,
-                                    synchronize)
+                                    _core, _enqueue, _grouped_names, _name, _output, _register,
+                                    _spec, synchronize)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
@@ -18,7 +18,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     core = _enqueue(_spec(_REDUCESCATTER, _name("reducescatter", name, process_set), source,
                                allocate=_allocator(source), op=op, prescale=prescale_factor,
                                postscale=postscale_factor, process_set=process_set))
-    return _register(core, lambda h: h.output())
+    return _register(core, _output)
 
 
 def _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor):
@@ -66,7 +66,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
                    prescale=prescale_factor, postscale=postscale_factor,
                    process_set=process_set) for s, n in zip(sources, names)]
     group = _Group(_core.enqueue_group(specs))
-    return _register(group, lambda h: [c.output() for c in h.cores])
+    return _register(group, lambda h: [_output(c) for c in h.cores])
 
 
 class _GroupedReducescatter(torch.autograd.Function):
