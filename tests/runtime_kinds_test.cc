@@ -159,6 +159,58 @@ TEST(RuntimeKinds, CachedAllgatherFailsWhileARankHasJoined) {
       });
 }
 
+// A cached group of an allreduce and an allgather while a rank has joined: the allgather must
+// leave the cached path, and the allreduce with it (a group is released whole). Were the
+// allreduce released by the cache bits alone, the table would wait forever for the group's
+// second member. Both end, the allgather failing on the joined rank.
+TEST(RuntimeKinds, CachedMixedGroupLeavesTheCacheWholeWhileARankHasJoined) {
+  RankSpec spec;
+  spec.size = 3;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        std::shared_ptr<HostTensor> reduced;
+        auto group = [&] {
+          reduced = filledFloats(4, 1.0f);
+          Request g;
+          g.kind = RequestKind::kAllgather;
+          g.name = "mixed.gather";
+          g.input = filledFloats(2, static_cast<float>(ctx.rank));
+          return rt->enqueueGroup({allreduceOf("mixed.reduce", reduced), g});
+        };
+        for (int round = 0; round < 3; ++round) {
+          RuntimeStats before = rt->stats();
+          for (auto& h : group()) h->wait(std::chrono::seconds(30));
+          REQUIRE(reduced->as<float>()[0] == 3.0f, "round " << round);
+          const RuntimeStats after = statsAfter(*rt, before, 2);
+          if (round > 0) {
+            REQUIRE(after.cached_responses - before.cached_responses == 2,
+                    "round " << round << ": the group decided by the cache");
+          }
+        }
+        Request j;
+        j.kind = RequestKind::kJoin;
+        if (ctx.rank == 0) {
+          rt->enqueue(j)->wait(std::chrono::seconds(30));
+          return;
+        }
+        auto handles = group();
+        std::string error;
+        try {
+          handles[1]->wait(std::chrono::seconds(30));
+        } catch (const Error& e) {
+          error = e.what();
+        }
+        REQUIRE(error.find("joined") != std::string::npos, "the allgather: '" << error << "'");
+        try {
+          handles[0]->wait(std::chrono::seconds(30));
+        } catch (const Error& e) {
+          REQUIRE(std::string(e.what()).find("pending") == std::string::npos,
+                  "the allreduce ended: " << e.what());
+        }
+        rt->enqueue(j)->wait(std::chrono::seconds(30));
+      });
+}
+
 TEST(RuntimeKinds, ProcessSetsRunOnTheirMembersOnly) {
   RankSpec spec;
   spec.size = 4;

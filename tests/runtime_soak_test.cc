@@ -1,5 +1,6 @@
 // Thousands of steps of random mixes (kinds, sizes, dtypes, ops, scaling, submission order,
-// names that come back with new shapes, process sets, fusion threshold changes) against a
+// names that come back with new shapes, process sets, a cached group whose member changes
+// shape now and then, fusion threshold changes) against a
 // reference computed independently from every rank's known inputs: 600 steps per world size
 // 1 to 4, plus variants (tiny cache, no cache, two simulated hosts, TCP only).
 #include <gtest/gtest.h>
@@ -27,6 +28,7 @@ struct Planned {
   int root;      // index within the process set
   int salt;
   int set = 0;  // index into the job's groups (0: all ranks)
+  bool grouped = false;  // submitted with the step's other grouped requests (enqueueGroup)
 };
 
 // The process sets of a soak: groups[0] is the world; ids[i] what addProcessSet returned.
@@ -84,6 +86,21 @@ std::vector<Planned> planStep(int step, int size, const Groups& groups) {
     p.rows = 2;
     p.root = 0;
     p.salt = p.kind == RequestKind::kAllgather ? 1 : step % 5;  // allgather rows follow the salt
+    plan.push_back(p);
+  }
+  // A steady group (grouped_allreduce and the like), cached after its first step; one member
+  // changes shape every seventh step, which must send the whole group the full way.
+  for (int j = 0; j < 4; ++j) {
+    Planned p;
+    p.kind = j == 3 ? RequestKind::kReducescatter : RequestKind::kAllreduce;
+    p.name = "block." + std::to_string(j);
+    p.type = j == 2 ? DataType::kFloat64 : DataType::kFloat32;
+    p.op = ReduceOp::kSum;
+    p.cols = 20 + (j == 1 && step % 7 == 6 ? 5 : 0);
+    p.rows = 3;
+    p.root = 0;
+    p.salt = step % 5;
+    p.grouped = true;
     plan.push_back(p);
   }
   return plan;
@@ -213,6 +230,8 @@ void soak(int size, int steps, const Settings& settings, RankSpec spec = {}) {
           auto it = std::find(m.begin(), m.end(), ctx.rank);
           return it == m.end() ? -1 : static_cast<int>(it - m.begin());
         };
+        std::vector<Request> group;
+        std::vector<size_t> group_plan;  // the plan entries of `group`
         for (size_t i : order) {
           const Planned& p = plan[i];
           if (indexIn(p) < 0) continue;  // not in its process set
@@ -238,7 +257,29 @@ void soak(int size, int steps, const Settings& settings, RankSpec spec = {}) {
           r.input = t;
           if (p.kind == RequestKind::kAllreduce && step % 2)
             r.output = t;  // in place, half the time
+          if (p.grouped) {
+            group.push_back(r);
+            group_plan.push_back(i);
+            continue;
+          }
           handles[i] = rt->enqueue(r);
+        }
+        if (!group.empty()) {
+          // Every rank lists a group's members in the same order (the plan's).
+          std::vector<size_t> by_plan(group.size());
+          for (size_t g = 0; g < by_plan.size(); ++g) by_plan[g] = g;
+          std::sort(by_plan.begin(), by_plan.end(),
+                    [&](size_t a, size_t b) { return group_plan[a] < group_plan[b]; });
+          std::vector<Request> ordered;
+          std::vector<size_t> ordered_plan;
+          for (size_t g : by_plan) {
+            ordered.push_back(group[g]);
+            ordered_plan.push_back(group_plan[g]);
+          }
+          group.swap(ordered);
+          group_plan.swap(ordered_plan);
+          std::vector<std::shared_ptr<Handle>> grouped = rt->enqueueGroup(group);
+          for (size_t g = 0; g < grouped.size(); ++g) handles[group_plan[g]] = grouped[g];
         }
         for (size_t i = 0; i < plan.size(); ++i) {
           if (!handles[i]) continue;

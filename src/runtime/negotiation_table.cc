@@ -106,7 +106,8 @@ std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
     std::vector<int> members;
   };
   std::vector<Candidate> candidates;
-  std::map<RequestKey, int> group_ready;  // (process set, group) -> members ready
+  // (process set, group) -> members decided: ready, failing now, or failed in earlier cycles
+  std::map<RequestKey, int> group_ready = group_failed_;
   const std::map<RequestKey, std::string> conflicts = nameConflicts(sets);
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     auto members = sets.ranks(it->first.first);
@@ -119,9 +120,7 @@ std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
     for (const auto& d : it->second.per_rank) {
       if (d && !first) first = &*d;
     }
-    if (r == Readiness::kReady && !first->group.empty()) {
-      ++group_ready[{it->first.first, first->group}];
-    }
+    if (!first->group.empty()) ++group_ready[{it->first.first, first->group}];
     candidates.push_back({it, r, members ? *members : std::vector<int>{}});
   }
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
@@ -157,6 +156,14 @@ std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
       if (d.kind == kJoin) {
         response.result = {last_joined_};
         join_done = true;
+      }
+    }
+    if (!d.group.empty()) {
+      const RequestKey group{c.it->first.first, d.group};
+      if (group_ready[group] < d.group_size) {
+        ++group_failed_[group];  // failed alone; the rest of the group is still to come
+      } else {
+        group_failed_.erase(group);
       }
     }
     response.agreement = std::move(agreement);

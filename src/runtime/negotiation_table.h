@@ -57,6 +57,10 @@ class NegotiationTable {
   int world_size_;
   std::map<RequestKey, Entry> entries_;
   std::map<RequestKey, int> entries_per_tensor_;
+  // (process set, group) -> members already released with an error (a kind that cannot run
+  // beside a joined rank, a name conflict): they count toward the group's completeness, or
+  // its other members would wait for them forever. Dropped once the group is released.
+  std::map<RequestKey, int> group_failed_;
   uint64_t next_seq_ = 0;
   std::vector<bool> joined_;
   int last_joined_ = -1;

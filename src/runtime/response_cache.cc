@@ -25,7 +25,7 @@ bool ResponseCache::matches(int slot, int rank, const Descriptor& descriptor) co
 bool ResponseCache::cacheable(const Response& response) {
   if (!response.error.empty()) return false;
   const Descriptor& d = response.descriptor();
-  if (d.kind > static_cast<uint8_t>(RequestKind::kBarrier) || !d.group.empty()) return false;
+  if (d.kind > static_cast<uint8_t>(RequestKind::kBarrier)) return false;
   for (int m : response.members) {
     if (!response.agreement->per_rank[static_cast<size_t>(m)]) return false;  // a joined rank
   }

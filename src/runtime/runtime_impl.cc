@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iomanip>
+#include <set>
 #include <sstream>
 
 #include "backends/backend_registry.h"
@@ -350,18 +351,40 @@ void RuntimeImpl::drainIncoming() {
     std::lock_guard<std::mutex> lock(mutex_);
     draining_.swap(incoming_);
   }
+  // A group (enqueued at once, so drained at once) waits on the cache only if every member
+  // can; the caches of all ranks hold the same slots, so every rank decides the same.
+  std::set<std::pair<int32_t, std::string>> full_groups;
+  for (LocalRequest& r : draining_) {
+    const int slot = cache_.find({r.descriptor.process_set, r.descriptor.name});
+    const bool cached = slot >= 0 && !table_.announced(r.descriptor) &&
+                        cache_.matches(slot, rank_, r.descriptor);
+    r.cache_slot = cached ? slot : -1;
+    if (!cached && !r.descriptor.group.empty())
+      full_groups.emplace(r.descriptor.process_set, r.descriptor.group);
+  }
   for (LocalRequest& r : draining_) {
     RequestKey key{r.descriptor.process_set, r.descriptor.name};
-    int slot = cache_.find(key);
-    if (slot >= 0 && r.descriptor.group.empty() && !table_.announced(r.descriptor) &&
-        cache_.matches(slot, rank_, r.descriptor)) {
-      r.cache_slot = slot;
-    } else {
-      to_announce_.push_back(key);
-    }
+    if (!r.descriptor.group.empty() &&
+        full_groups.count({r.descriptor.process_set, r.descriptor.group}))
+      r.cache_slot = -1;
+    if (r.cache_slot < 0) to_announce_.push_back(key);
     pending_.emplace(std::move(key), std::move(r));
   }
   draining_.clear();
+}
+
+void RuntimeImpl::announceInFull(const RequestKey& key, LocalRequest& r) {
+  if (r.cache_slot < 0) return;
+  r.cache_slot = -1;
+  to_announce_.push_back(key);
+  if (r.descriptor.group.empty()) return;
+  for (auto& [other_key, other] : pending_) {
+    if (other.cache_slot >= 0 && other_key.first == key.first &&
+        other.descriptor.group == r.descriptor.group) {
+      other.cache_slot = -1;
+      to_announce_.push_back(other_key);
+    }
+  }
 }
 
 bool RuntimeImpl::runCycle() {
@@ -385,8 +408,7 @@ bool RuntimeImpl::runCycle() {
         someone_joined && r.descriptor.kind != static_cast<uint8_t>(RequestKind::kAllreduce);
     if (r.cache_slot >= 0 &&
         (table_.announced(r.descriptor) || needs_joined_rank || now - r.enqueued > patience)) {
-      r.cache_slot = -1;
-      to_announce_.push_back(key);
+      announceInFull(key, r);
     }
   }
   bool stopping;
@@ -486,10 +508,7 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
       if (d.kind != kRemoveProcessSetKind || !responses[i].error.empty()) continue;
       for (const RequestKey& key : cache_.dropProcessSet(d.root)) {
         auto it = pending_.find(key);
-        if (it != pending_.end() && it->second.cache_slot >= 0) {
-          it->second.cache_slot = -1;
-          to_announce_.push_back(key);
-        }
+        if (it != pending_.end()) announceInFull(key, it->second);
       }
     }
   }

@@ -86,6 +86,10 @@ class RuntimeImpl final : public Runtime {
   void backgroundLoop();
   bool runCycle();  // false once the runtime stops
   void drainIncoming();
+  // Sends a request waiting on the cached path (and every other member of its group) the full
+  // way next cycle. A group is released whole, by the cache bits or by the table's count of
+  // its members, never split between them: the table would wait for members the bits took.
+  void announceInFull(const RequestKey& key, LocalRequest& r);
   // The cached fast path: true when some rank needs the full exchange this cycle.
   bool exchangeCacheBits(bool need_full, std::vector<Response>* ready);
   // The full exchange: every rank's announcements, gathered to every rank.

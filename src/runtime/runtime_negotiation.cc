@@ -111,10 +111,7 @@ void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* re
     if (ResponseCache::cacheable(response)) {
       for (const RequestKey& key : cache_.put(response)) {
         auto it = pending_.find(key);
-        if (it != pending_.end() && it->second.cache_slot >= 0) {
-          it->second.cache_slot = -1;
-          to_announce_.push_back(key);
-        }
+        if (it != pending_.end()) announceInFull(key, it->second);
       }
       response.cache_slot = cache_.find(response.key);
     }
