@@ -4,7 +4,13 @@ import swapped, 2 ranks on this host, rounds interleaved:
 
   - allreduce_ of one float32 tensor, 4 KiB to 64 MiB: time per call;
   - a step of 200 x 16 KiB allreduce_async_ then synchronize (many small gradients): time
-    per step, and the time one allreduce_async_ call takes inside it (submission cost).
+    per step, and the time one allreduce_async_ call takes inside it (submission cost);
+  - 200 x 16 KiB reduce-scattered (a sharded optimizer's step): one grouped_reducescatter,
+    and 200 reducescatter_async then synchronize.
+
+`--modes ronde,ronde_unfused,horovod` adds ronde with Tensor Fusion off
+(HOROVOD_FUSION_THRESHOLD=0), which shows what fusion gives. `--tcp` moves both onto TCP on
+loopback (ronde: RONDE_TRANSPORT=tcp; OpenMPI under Horovod: btl self,tcp on lo).
 
     .venv-horovod/bin/python bench/horovod_peer_bench.py [--rounds 5]
 
@@ -73,6 +79,19 @@ def worker(args):
             hvd.synchronize(h)
     results["step_200x16KiB"] = max(hvd.allgather_object(timed(step, 50)))
     results["submit_per_call"] = max(hvd.allgather_object(statistics.median(submit_seconds)))
+
+    shards = [torch.ones(4096) for _ in range(200)]  # 16 KiB each, 8 KiB kept per rank
+
+    def grouped_scatter():
+        hvd.grouped_reducescatter(shards, name="shards", op=hvd.Sum)
+
+    def scatter_each():
+        handles = [hvd.reducescatter_async(t, name=n, op=hvd.Sum) for t, n in zip(shards, names)]
+        for h in handles:
+            hvd.synchronize(h)
+    results["grouped_reducescatter_200x16KiB"] = max(
+        hvd.allgather_object(timed(grouped_scatter, 50)))
+    results["reducescatter_async_200x16KiB"] = max(hvd.allgather_object(timed(scatter_each, 50)))
     if hvd.rank() == 0:
         print("RESULT " + json.dumps(results), flush=True)
     sys.stdout.flush()
@@ -83,12 +102,19 @@ def run_one(args, mode):
     me = [args.python, os.path.abspath(__file__), "--worker", "--mode", mode]
     if not args.sweep:
         me.append("--no-sweep")
-    if mode == "horovod":
-        command = ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core",
-                   "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"] + me
-    else:
-        command = [args.ronde, "run", "-np", "2", "--bind-to", "core"] + me
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    if mode == "horovod":
+        transport = (["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"]
+                     if args.tcp else [])
+        command = (["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core",
+                    "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"] + transport + me)
+    else:
+        if args.tcp:
+            env["RONDE_TRANSPORT"] = "tcp"
+        me[me.index(mode)] = "ronde"
+        command = [args.ronde, "run", "-np", "2", "--bind-to", "core"] + me
+        if mode == "ronde_unfused":
+            env["HOROVOD_FUSION_THRESHOLD"] = "0"
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     for line in out.stdout.splitlines():
         if "RESULT " in line:
@@ -103,36 +129,47 @@ def label(key):
                                  else "%d MiB" % (size >> 20))
     if key == "submit_per_call":
         return "allreduce_async_ call"
+    if key.startswith("grouped_reducescatter"):
+        return "grouped_reducescatter 200 x 16 KiB"
+    if key.startswith("reducescatter_async"):
+        return "reducescatter_async 200 x 16 KiB"
     return "step 200 x 16 KiB"
 
 
 def drive(args):
-    rounds = {"ronde": [], "horovod": []}
+    modes = args.modes.split(",")
+    rounds = {mode: [] for mode in modes}
     for index in range(args.rounds):
-        for mode in ("ronde", "horovod"):
+        for mode in modes:
             rounds[mode].append(run_one(args, mode))
         print("round %d/%d done" % (index + 1, args.rounds), file=sys.stderr, flush=True)
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
-    print("2 ranks, %d rounds (medians); load average at end: %s" % (args.rounds, load))
-    print("%-20s %12s %12s %10s" % ("", "ronde", "Horovod", "Hvd/ronde"))
+    print("2 ranks, %s, %d rounds (medians); load average at end: %s" % (
+        "TCP on loopback" if args.tcp else "shared memory", args.rounds, load))
+    peers = [m for m in modes if m != "ronde"]
+    print("%-36s %12s" % ("", "ronde") +
+          "".join(" %14s %10s" % (m, m[:6] + "/ronde") for m in peers))
     for key in rounds["ronde"][0]:
         ours = statistics.median(r[key] for r in rounds["ronde"])
-        theirs = statistics.median(r[key] for r in rounds["horovod"])
-        ratio = statistics.median(h[key] / r[key]
-                                  for r, h in zip(rounds["ronde"], rounds["horovod"]))
-        if key == "submit_per_call":
-            print("%-20s %10.2f us %10.2f us %9.2fx" % (label(key), 1e6 * ours, 1e6 * theirs,
-                                                        ratio))
-        else:
-            print("%-20s %10.3f ms %10.3f ms %9.2fx" % (label(key), 1e3 * ours, 1e3 * theirs,
-                                                        ratio))
+        unit, scale = ("us", 1e6) if key == "submit_per_call" else ("ms", 1e3)
+        line = "%-36s %9.3f %s" % (label(key), scale * ours, unit)
+        for mode in peers:
+            theirs = statistics.median(r[key] for r in rounds[mode])
+            ratio = statistics.median(h[key] / r[key]
+                                      for r, h in zip(rounds["ronde"], rounds[mode]))
+            line += " %11.3f %s %9.2fx" % (scale * theirs, unit, ratio)
+        print(line)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=["ronde", "horovod"], default="ronde")
+    parser.add_argument("--tcp", action="store_true",
+                        help="TCP on loopback instead of shared memory, for both")
+    parser.add_argument("--modes", default="ronde,horovod",
+                        help="what to run, round by round: ronde, ronde_unfused, horovod")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-sweep", dest="sweep", action="store_false",
                         help="only the 200-tensor step and the submission cost")
