@@ -68,4 +68,17 @@ struct FusedScatterLayout {
 };
 FusedScatterLayout fusedScatterLayout(const std::vector<const Response*>& responses, int me);
 
+// Walks the fusion buffer in order (member 0's share of each tensor, then member 1's, ...):
+// fn(k, from, at, n) for tensor k's n elements at `from` in its input and `at` in the buffer.
+template <typename Fn>
+void forEachPackedShare(const FusedScatterLayout& layout, Fn&& fn) {
+  size_t at = 0;
+  for (size_t i = 0; i < layout.counts.size(); ++i) {
+    for (size_t k = 0; k < layout.elements.size(); ++k) {
+      fn(k, layout.offsets[k][i], at, layout.elements[k][i]);
+      at += layout.elements[k][i];
+    }
+  }
+}
+
 }  // namespace ronde::runtime

@@ -434,20 +434,16 @@ void Executor::deviceCommReducescatterFused(Communicator& comm, DeviceOps& ops,
              false);
   }
   std::vector<cuda::CopySegment> pack;
-  size_t offset = 0;
-  for (size_t i = 0; i < layout.counts.size(); ++i) {
-    for (size_t k = 0; k < parts.size(); ++k) {
-      const size_t n = layout.elements[k][i];
-      unsigned char* slot = buffer + offset * element;
-      if (parts[k].local) {
-        const auto* in = static_cast<const unsigned char*>(parts[k].local->request.input->data());
-        if (n > 0) pack.push_back({in + layout.offsets[k][i] * element, slot, n});
-      } else if (n > 0) {
-        ops.zeroOnDevice(DeviceOps::Queue::kIn, slot, n * element);
-      }
-      offset += n;
+  forEachPackedShare(layout, [&](size_t k, size_t from, size_t at, size_t n) {
+    if (n == 0) return;
+    unsigned char* slot = buffer + at * element;
+    if (parts[k].local) {
+      const auto* in = static_cast<const unsigned char*>(parts[k].local->request.input->data());
+      pack.push_back({in + from * element, slot, n});
+    } else {
+      ops.zeroOnDevice(DeviceOps::Queue::kIn, slot, n * element);
     }
-  }
+  });
   ops.copyOnDevice(DeviceOps::Queue::kIn, pack, {d0.dtype, d0.dtype, d0.prescale});
   ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
   for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
@@ -459,7 +455,7 @@ void Executor::deviceCommReducescatterFused(Communicator& comm, DeviceOps& ops,
 
   auto out_start = Clock::now();
   std::vector<cuda::CopySegment> unpack;
-  offset = 0;
+  size_t offset = 0;
   for (size_t k = 0; k < parts.size(); ++k) {
     const size_t n = layout.elements[k][me];
     if (parts[k].local && !parts[k].error && n > 0)

@@ -350,20 +350,15 @@ void Executor::reducescatterFused(std::vector<Part>& parts) {
       p.error = std::current_exception();
     }
   }
-  size_t offset = 0;
-  for (size_t i = 0; i < layout.counts.size(); ++i) {
-    for (size_t k = 0; k < parts.size(); ++k) {
-      const size_t n = layout.elements[k][i];
-      unsigned char* slot = buffer + offset * element;
-      if (parts[k].local) {
-        const auto* in = static_cast<const unsigned char*>(parts[k].local->request.input->data());
-        copyScaled(slot, in + layout.offsets[k][i] * element, n, d0.dtype, d0.prescale);
-      } else {
-        std::memset(slot, 0, n * element);
-      }
-      offset += n;
+  forEachPackedShare(layout, [&](size_t k, size_t from, size_t at, size_t n) {
+    unsigned char* slot = buffer + at * element;
+    if (parts[k].local) {
+      const auto* in = static_cast<const unsigned char*>(parts[k].local->request.input->data());
+      copyScaled(slot, in + from * element, n, d0.dtype, d0.prescale);
+    } else {
+      std::memset(slot, 0, n * element);
     }
-  }
+  });
   for (Part& p : parts) span(p, "MEMCPY_IN_FUSION_BUFFER", copy_start);
 
   auto start = Clock::now();
@@ -372,7 +367,7 @@ void Executor::reducescatterFused(std::vector<Part>& parts) {
   for (Part& p : parts) span(p, "REDUCESCATTER", start);
 
   auto out_start = Clock::now();
-  offset = 0;
+  size_t offset = 0;
   for (size_t k = 0; k < parts.size(); ++k) {
     const size_t n = layout.elements[k][me];
     if (parts[k].local && !parts[k].error)
