@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "comm/failure_record.h"
 #include "runtime/liveness_monitor.h"
@@ -122,6 +123,29 @@ void requirePeerLost(Handle& handle, int silent, const std::string& host) {
       "rank " + std::to_string(silent) + " on host " + host + " has not answered";
   REQUIRE(lost && what.find(named) != std::string::npos,
           "expected kPeerLost naming '" << named << "', got " << what);
+}
+
+// Allreduce after allreduce of `big` until one fails: `victim` loops until it is stopped (and
+// later killed, so it never returns), `stopper` sends it SIGSTOP at its third step. Returns
+// the failed handle and its message; fails the rank if none failed.
+std::pair<std::shared_ptr<Handle>, std::string> stepUntilOneFails(
+    Runtime& rt, RuntimeContext& ctx, const std::shared_ptr<HostTensor>& big, int victim,
+    int stopper) {
+  if (ctx.rank == victim) {
+    for (int i = 0;; ++i) rt.enqueue(allreduceOf("step" + std::to_string(i), big))->wait();
+  }
+  const pid_t pid = pidOf(ctx, victim);
+  for (int i = 0; i < 1000; ++i) {
+    auto step = rt.enqueue(allreduceOf("step" + std::to_string(i), big));
+    if (ctx.rank == stopper && i == 2) ::kill(pid, SIGSTOP);
+    try {
+      step->wait(std::chrono::seconds(8));
+    } catch (const Error& e) {
+      return {step, e.what()};
+    }
+  }
+  REQUIRE(false, "every allreduce succeeded while rank " << victim << " was stopped");
+  return {};
 }
 
 // Counts the requests that reach each key, and forwards them.
@@ -304,24 +328,8 @@ TEST(RuntimeLiveness, StoppedRankFailsEveryPeerWithPeerLostThreeRanksTwoHosts) {
         // Rank 0 (which created hostA's shared memory) is stopped from outside while the ranks
         // run one large allreduce after another, so it stops inside one of them. (A single
         // allreduce may finish before the signal lands, now that a cycle starts at once.)
-        auto big = filledFloats(4 << 20, 1.0f);
-        if (ctx.rank == 0) {
-          for (int i = 0;; ++i) {  // stopped, then killed
-            rt->enqueue(allreduceOf("step" + std::to_string(i), big))->wait();
-          }
-        }
+        auto [failed, what] = stepUntilOneFails(*rt, ctx, filledFloats(4 << 20, 1.0f), 0, 2);
         pid_t victim = pidOf(ctx, 0);
-        std::shared_ptr<Handle> failed;
-        for (int i = 0; i < 1000 && !failed; ++i) {
-          auto step = rt->enqueue(allreduceOf("step" + std::to_string(i), big));
-          if (ctx.rank == 2 && i == 2) ::kill(victim, SIGSTOP);
-          try {
-            step->wait(std::chrono::seconds(8));
-          } catch (const Error&) {
-            failed = step;
-          }
-        }
-        REQUIRE(failed != nullptr, "every allreduce succeeded while rank 0 was stopped");
         requirePeerLost(*failed, 0, "hostA");
         REQUIRE(!rt->isInitialized(), "the runtime stopped");
         if (ctx.rank == 2) {
@@ -357,26 +365,9 @@ TEST(RuntimeLiveness, RanksThatDoNotWatchTheStoppedOneFailNamingItToo) {
         ::freopen("/dev/null", "w", stderr);
         publishPid(ctx);
         rt->enqueue(allreduceOf("warm", filledFloats(1000, 1.0f)))->wait();
-        auto big = filledFloats(1 << 20, 1.0f);
-        if (ctx.rank == kStopped) {
-          for (int i = 0;; ++i) {  // stopped, then killed
-            rt->enqueue(allreduceOf("step" + std::to_string(i), big))->wait();
-          }
-        }
+        auto [failed, what] =
+            stepUntilOneFails(*rt, ctx, filledFloats(1 << 20, 1.0f), kStopped, 0);
         pid_t victim = pidOf(ctx, kStopped);
-        std::shared_ptr<Handle> failed;
-        std::string what;
-        for (int i = 0; i < 1000 && !failed; ++i) {
-          auto step = rt->enqueue(allreduceOf("step" + std::to_string(i), big));
-          if (ctx.rank == 0 && i == 2) ::kill(victim, SIGSTOP);
-          try {
-            step->wait(std::chrono::seconds(8));
-          } catch (const Error& e) {
-            failed = step;
-            what = e.what();
-          }
-        }
-        REQUIRE(failed != nullptr, "every allreduce succeeded while rank 2 was stopped");
         requirePeerLost(*failed, kStopped, "hostC");
         REQUIRE(what.find("noticed by rank 0") != std::string::npos ||
                     what.find("noticed by rank 1") != std::string::npos,
