@@ -238,6 +238,58 @@ TEST(RuntimeMismatch, ATensorIsInFlightOnceWhateverItsKindButAutomaticNamesNever
       });
 }
 
+// A group is taken whole or not at all: a name twice in it, or a member named as a request
+// in flight, refuses the group, and the members' names are free again afterwards.
+TEST(RuntimeMismatch, ARefusedGroupLeavesNoMemberInFlight) {
+  RankSpec spec;
+  spec.size = 2;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        auto member = [](const std::string& name) {
+          Request r;
+          r.name = name;
+          r.input = r.output = filledFloats(3, 1.0f);
+          return r;
+        };
+        auto refused = [&](std::vector<Request> group, const std::string& expected) {
+          try {
+            rt->enqueueGroup(std::move(group));
+          } catch (const Error& e) {
+            return e.code() == ErrorCode::kInvalidArgument &&
+                   std::string(e.what()).find(expected) != std::string::npos;
+          }
+          return false;
+        };
+        REQUIRE(refused({member("g.a"), member("g.b"), member("g.a")},
+                        "a request named 'g.a' is already in flight on rank " +
+                            std::to_string(ctx.rank)),
+                "a group naming g.a twice was accepted");
+        // Rank 0's held request stays in flight until rank 1 submits its own after the barrier.
+        Request barrier;
+        barrier.kind = RequestKind::kBarrier;
+        barrier.name = "held";
+        std::shared_ptr<Handle> held;
+        if (ctx.rank == 0) {
+          held = rt->enqueue(member("g.held"));
+          REQUIRE(refused({member("g.c"), member("g.d"), member("g.held")}, "'g.held'"),
+                  "a group with a member in flight was accepted");
+          rt->enqueue(barrier)->wait(std::chrono::seconds(30));
+        } else {
+          rt->enqueue(barrier)->wait(std::chrono::seconds(30));
+          held = rt->enqueue(member("g.held"));
+        }
+        held->wait(std::chrono::seconds(30));
+        // Every name of the refused groups is free: the same members run as one group.
+        std::vector<Request> again = {member("g.a"), member("g.b"), member("g.c"), member("g.d")};
+        std::vector<std::shared_ptr<Tensor>> tensors;
+        for (const Request& r : again) tensors.push_back(r.input);
+        for (const auto& h : rt->enqueueGroup(std::move(again))) h->wait(std::chrono::seconds(30));
+        for (const auto& t : tensors)
+          REQUIRE(std::static_pointer_cast<HostTensor>(t)->as<float>()[2] == 6.0f,
+                  "the group's sum over 2 ranks");
+      });
+}
+
 TEST(RuntimeMismatch, ASignatureChangeAfterCachingIsStillChecked) {
   RankSpec spec;
   spec.size = 2;

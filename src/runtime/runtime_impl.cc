@@ -229,17 +229,19 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
   std::vector<RequestKey> tensor_keys;
   tensor_keys.reserve(locals.size());
   for (const LocalRequest& r : locals) tensor_keys.push_back(tensorKey(r.descriptor));
-  std::set<RequestKey> keys;
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
+  // Taken one by one, which also finds a name twice in the group; on a refusal the keys
+  // taken so far are given back (remade: the moved ones are gone), so nothing was submitted.
   for (size_t i = 0; i < locals.size(); ++i) {
-    const RequestKey& key = tensor_keys[i];
-    if (in_flight_.count(key) || !keys.insert(key).second) throwInFlight(locals[i].descriptor, key);
+    if (in_flight_.insert(std::move(tensor_keys[i])).second) continue;
+    for (size_t j = 0; j < i; ++j) in_flight_.erase(tensorKey(locals[j].descriptor));
+    const RequestKey key = tensorKey(locals[i].descriptor);
+    throwInFlight(locals[i].descriptor, key);
   }
-  for (size_t i = 0; i < locals.size(); ++i) {
-    in_flight_.insert(std::move(tensor_keys[i]));
-    handles.push_back(locals[i].handle);
-    incoming_.push_back(std::move(locals[i]));
+  for (LocalRequest& local : locals) {
+    handles.push_back(local.handle);
+    incoming_.push_back(std::move(local));
   }
   wakeLocked(lock);
   return handles;
