@@ -9,7 +9,9 @@ import swapped, 2 ranks on this host, rounds interleaved:
     and 200 reducescatter_async then synchronize.
 
 `--modes ronde,ronde_unfused,horovod` adds ronde with Tensor Fusion off
-(HOROVOD_FUSION_THRESHOLD=0), which shows what fusion gives. `--tcp` moves both onto TCP on
+(HOROVOD_FUSION_THRESHOLD=0), which shows what fusion gives; `ronde_before` runs ronde from
+another environment (`--before-python`, e.g. a venv with an earlier commit's wheel), which
+shows what a change gives, in the same interleaved rounds. `--tcp` moves both onto TCP on
 loopback (ronde: RONDE_TRANSPORT=tcp; OpenMPI under Horovod: btl self,tcp on lo).
 
     .venv-horovod/bin/python bench/horovod_peer_bench.py [--rounds 5]
@@ -99,7 +101,12 @@ def worker(args):
 
 
 def run_one(args, mode):
-    me = [args.python, os.path.abspath(__file__), "--worker", "--mode", mode]
+    python = args.python
+    if mode == "ronde_before":
+        if not args.before_python:
+            raise SystemExit("ronde_before needs --before-python")
+        python = args.before_python
+    me = [python, os.path.abspath(__file__), "--worker", "--mode", mode]
     if not args.sweep:
         me.append("--no-sweep")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
@@ -112,7 +119,10 @@ def run_one(args, mode):
         if args.tcp:
             env["RONDE_TRANSPORT"] = "tcp"
         me[me.index(mode)] = "ronde"
-        command = [args.ronde, "run", "-np", "2", "--bind-to", "core"] + me
+        launcher = args.ronde
+        if mode == "ronde_before":
+            launcher = os.path.join(os.path.dirname(python), "ronde")
+        command = [launcher, "run", "-np", "2", "--bind-to", "core"] + me
         if mode == "ronde_unfused":
             env["HOROVOD_FUSION_THRESHOLD"] = "0"
     out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
@@ -169,11 +179,13 @@ def main():
     parser.add_argument("--tcp", action="store_true",
                         help="TCP on loopback instead of shared memory, for both")
     parser.add_argument("--modes", default="ronde,horovod",
-                        help="what to run, round by round: ronde, ronde_unfused, horovod")
+                        help="what to run, round by round: ronde, ronde_unfused, ronde_before, horovod")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-sweep", dest="sweep", action="store_false",
                         help="only the 200-tensor step and the submission cost")
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--before-python",
+                        help="the python of ronde_before: an environment with another ronde")
     parser.add_argument("--ronde", default=shutil.which("ronde", path=os.path.dirname(
         sys.executable)) or "ronde")
     args = parser.parse_args()

@@ -5,31 +5,39 @@
 #include <vector>
 
 #include "error_mapping.h"
+#include "host_output.h"
 #include "py_convert.h"
 #include "py_tensor.h"
 #include "ronde/errors.h"
+#include "tensor_reader.h"
 
 namespace ronde::python {
 namespace {
 
-// What synchronize(handle) waits on and returns.
+// What synchronize(handle) waits on, and how it makes the result.
 struct Entry {
-  std::shared_ptr<Handle> core;  // a runtime handle; null when `waitable` is used instead
-  py::object waitable;           // a Python object with poll() and wait() (a group of handles)
-  py::object finish;             // None, or finish(handle object) -> the result
-  py::object value;              // the result when finish is None
+  enum class Result : uint8_t {
+    kValue,    // `value`
+    kFinish,   // finish(the handle object)
+    kOutput,   // the request's output, adopted by the table's `adopt`
+    kOutputs,  // a list of the group members' outputs, each adopted
+  };
+  std::shared_ptr<Handle> core;                  // a runtime handle, or
+  std::vector<std::shared_ptr<Handle>> members;  // a group's runtime handles, or
+  py::object waitable;  // a Python object with poll() and wait() (a group made in Python)
+  Result result = Result::kValue;
+  py::object finish;
+  py::object value;
 };
-
-// A new reference from a call or attribute read, or the pending Python error as an exception.
-py::object checked(PyObject* result) {
-  if (result == nullptr) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(result);
-}
 
 class HandleTable {
  public:
-  HandleTable(py::dict dtype_codes, py::object namer, std::shared_ptr<Runtime> (*runtime)())
-      : dtype_codes_(std::move(dtype_codes)), namer_(std::move(namer)), runtime_(runtime) {}
+  HandleTable(py::dict dtype_codes, py::object namer, py::object adopt,
+              std::shared_ptr<Runtime> (*runtime)())
+      : reader_(std::move(dtype_codes)),
+        namer_(std::move(namer)),
+        adopt_(std::move(adopt)),
+        runtime_(runtime) {}
 
   // An integer handle for `core` (a ronde._core.Handle, or anything with poll() and wait()):
   // synchronize returns finish(core), or `value` when finish is None.
@@ -40,6 +48,7 @@ class HandleTable {
     } else {
       entry.waitable = std::move(core);
     }
+    entry.result = finish.is_none() ? Entry::Result::kValue : Entry::Result::kFinish;
     entry.finish = std::move(finish);
     entry.value = std::move(value);
     return insert(std::move(entry));
@@ -51,67 +60,98 @@ class HandleTable {
   // must carry torch's current stream (cuda_streams.py).
   py::object allreduceInPlace(py::handle tensor, py::handle name, py::handle op,
                               py::handle prescale, py::handle postscale, py::handle process_set) {
-    PyObject* t = tensor.ptr();
-    if (checked(PyObject_CallMethodNoArgs(t, is_contiguous_.ptr())).ptr() != Py_True)
-      return py::none();
-    py::object dtype = checked(PyObject_GetAttr(t, dtype_.ptr()));
-    PyObject* code = PyDict_GetItemWithError(dtype_codes_.ptr(), dtype.ptr());  // borrowed
-    if (code == nullptr) {
-      if (PyErr_Occurred()) throw py::error_already_set();
-      throw py::value_error("ronde does not support tensors of dtype " +
-                            std::string(py::str(dtype)));
-    }
-    py::object set_id_object = checked(PyObject_GetAttr(process_set.ptr(), process_set_id_.ptr()));
-    if (set_id_object.is_none()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "allreduce_async_: " + std::string(py::repr(process_set)) +
-                      " is not registered (never added, or removed)");
-    }
-    const int64_t set_id = toInt64(set_id_object.ptr(), "process_set");
-    Request request;
-    request.kind = RequestKind::kAllreduce;
-    if (PyUnicode_CheckExact(name.ptr())) {
-      Py_ssize_t length = 0;
-      const char* chars = PyUnicode_AsUTF8AndSize(name.ptr(), &length);
-      if (chars == nullptr) throw py::error_already_set();
-      request.name.reserve(sizeof("allreduce.") + static_cast<size_t>(length));
-      request.name.append("allreduce.").append(chars, static_cast<size_t>(length));
-    } else {  // unnamed (numbered per process set) or not a str: the frontend's own naming
-      request.name = namer_(allreduce_, name, process_set).cast<std::string>();
-    }
-    const int64_t op_code = toInt64(op.ptr(), "op");  // a ReduceOp's value
-    if (op_code < 0 || op_code > static_cast<int64_t>(ReduceOp::kAdasum))
-      throw Error(ErrorCode::kInvalidArgument,
-                  "unknown reduction op code " + std::to_string(op_code));
-    request.op = static_cast<ReduceOp>(op_code);
-    request.scaling.prescale = toDouble(prescale, "prescale");
-    request.scaling.postscale = toDouble(postscale, "postscale");
-    request.process_set = static_cast<int>(set_id);
-
-    const auto address = static_cast<uintptr_t>(
-        PyLong_AsUnsignedLongLong(checked(PyObject_CallMethodNoArgs(t, data_ptr_.ptr())).ptr()));
-    if (PyErr_Occurred()) throw py::error_already_set();
-    py::object shape = checked(PyObject_GetAttr(t, shape_.ptr()));
-    if (!PyTuple_Check(shape.ptr())) throw py::type_error("tensor.shape must be a tuple");
-    const Py_ssize_t rank = PyTuple_GET_SIZE(shape.ptr());
-    std::vector<int64_t> dims(static_cast<size_t>(rank));
-    for (Py_ssize_t i = 0; i < rank; ++i)
-      dims[static_cast<size_t>(i)] = toInt64(PyTuple_GET_ITEM(shape.ptr(), i), "a dimension");
-    if (checked(PyObject_GetAttr(t, is_cuda_.ptr())).ptr() == Py_True) return py::none();
-    auto view = std::make_shared<PyTensor>(py::reinterpret_borrow<py::object>(tensor), address,
-                                           static_cast<DataType>(toInt64(code, "dtype code")),
-                                           std::move(dims), Device{});
-    request.input = view;
-    request.output = std::move(view);
-
-    releaseDeferredObjects();
+    TensorReader::Read read = reader_.read(tensor, /*contiguous_copy=*/false);
+    if (!read.view) return py::none();
+    Request request =
+        requestOf(RequestKind::kAllreduce, "allreduce", name, op, prescale, postscale, process_set);
+    request.input = read.view;
+    request.output = std::move(read.view);
     Entry entry;
-    // With the GIL held, as releasing and retaking it costs more than the enqueue: enqueue
-    // takes only the runtime's short hand-over locks, and the runtime's thread never waits
-    // for the GIL while it holds one of them (py_request.cc's allocator holds none).
-    entry.core = runtime_()->enqueue(std::move(request));
-    entry.finish = py::none();
+    entry.core = enqueue(std::move(request));
     entry.value = py::reinterpret_borrow<py::object>(tensor);
+    return py::int_(insert(std::move(entry)));
+  }
+
+  // The allgather or reducescatter of one host tensor (a non-contiguous one through its
+  // contiguous copy), its output made by ronde (HOST_OUTPUT) and adopted by synchronize. None
+  // for a CUDA or bool tensor, whose output comes from the framework's allocator.
+  py::object submitOne(py::handle kind, py::handle tensor, py::handle name, py::handle op,
+                       py::handle prescale, py::handle postscale, py::handle process_set) {
+    const RequestKind request_kind = gatheringKind(kind);
+    TensorReader::Read read = reader_.read(tensor, /*contiguous_copy=*/true);
+    if (!read.view || read.view->dtype() == DataType::kBool) return py::none();
+    Request request =
+        requestOf(request_kind, kindName(request_kind), name, op, prescale, postscale, process_set);
+    request.allocate_output = hostOutputAllocator(read.view->dtype());
+    request.input = std::move(read.view);
+    Entry entry;
+    entry.core = enqueue(std::move(request));
+    entry.result = Entry::Result::kOutput;
+    return py::int_(insert(std::move(entry)));
+  }
+
+  // A group of host tensors of one kind as one negotiated request group, members named
+  // "<group_name>.<i>": allreduce in place (outputs None) or into `outputs`, allgather or
+  // reducescatter into outputs ronde makes. synchronize returns the list of results. None,
+  // with nothing submitted, where some tensor needs the general path: a CUDA tensor, a
+  // non-contiguous one to reduce in place, a bool one to gather or scatter.
+  py::object submitGroup(py::handle kind, py::handle tensors, py::handle outputs,
+                         py::handle group_name, py::handle op, py::handle prescale,
+                         py::handle postscale, py::handle process_set) {
+    const auto kind_code = toInt64(kind.ptr(), "kind");
+    const bool reducing = kind_code == static_cast<int64_t>(RequestKind::kAllreduce);
+    const RequestKind request_kind = reducing ? RequestKind::kAllreduce : gatheringKind(kind);
+    py::object inputs = sequence(tensors, "tensors");
+    const Py_ssize_t count = PySequence_Fast_GET_SIZE(inputs.ptr());
+    py::object targets;
+    if (!outputs.is_none()) {
+      if (!reducing) throw py::value_error("only an allreduce group takes outputs");
+      targets = sequence(outputs, "outputs");
+      if (PySequence_Fast_GET_SIZE(targets.ptr()) != count)
+        throw py::value_error("a group needs as many outputs as tensors");
+    }
+    const bool in_place = reducing && !targets;
+    std::vector<std::shared_ptr<PyTensor>> views(static_cast<size_t>(count));
+    std::vector<std::shared_ptr<PyTensor>> output_views(targets ? views.size() : 0);
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      TensorReader::Read read =
+          reader_.read(PySequence_Fast_GET_ITEM(inputs.ptr(), i), /*contiguous_copy=*/!in_place);
+      if (!read.view || (!reducing && read.view->dtype() == DataType::kBool)) return py::none();
+      views[static_cast<size_t>(i)] = std::move(read.view);
+      if (!targets) continue;
+      read = reader_.read(PySequence_Fast_GET_ITEM(targets.ptr(), i), /*contiguous_copy=*/false);
+      if (!read.view) return py::none();
+      output_views[static_cast<size_t>(i)] = std::move(read.view);
+    }
+    if (!PyUnicode_Check(group_name.ptr())) throw py::type_error("a group's name must be a str");
+    const std::string base = py::reinterpret_borrow<py::str>(group_name);
+    Request common =
+        requestOf(request_kind, nullptr, py::none(), op, prescale, postscale, process_set);
+    std::vector<Request> requests(views.size());
+    for (size_t i = 0; i < views.size(); ++i) {
+      Request& request = requests[i];
+      request.kind = common.kind;
+      request.op = common.op;
+      request.scaling = common.scaling;
+      request.process_set = common.process_set;
+      request.name.reserve(base.size() + 8);
+      request.name.append(base).append(".").append(std::to_string(i));
+      if (reducing) {
+        request.output = in_place ? views[i] : std::move(output_views[i]);
+      } else {
+        request.allocate_output = hostOutputAllocator(views[i]->dtype());
+      }
+      request.input = std::move(views[i]);
+    }
+    Entry entry;
+    releaseDeferredObjects();
+    entry.members = runtime_()->enqueueGroup(std::move(requests));  // with the GIL: see enqueue
+    if (reducing) {
+      entry.value = targets ? py::reinterpret_borrow<py::object>(outputs)
+                            : py::object(checked(PySequence_List(inputs.ptr())));
+    } else {
+      entry.result = Entry::Result::kOutputs;
+    }
     return py::int_(insert(std::move(entry)));
   }
 
@@ -119,30 +159,53 @@ class HandleTable {
     auto it = find(handle);
     if (it == entries_.end())
       throw py::value_error("poll: unknown handle " + std::string(py::repr(handle)));
-    if (it->second.core) return it->second.core->poll();  // a flag read: never blocks
-    return it->second.waitable.attr("poll")().cast<bool>();
+    const Entry& entry = it->second;
+    if (entry.core) return entry.core->poll();  // a flag read: never blocks
+    if (entry.waitable) return entry.waitable.attr("poll")().cast<bool>();
+    for (const auto& member : entry.members)
+      if (!member->poll()) return false;
+    return true;
   }
 
   // Waits for the request behind `handle` and returns its result; None for a handle that is
-  // not (or no longer) in the table. The entry is gone even if the wait raises.
+  // not (or no longer) in the table. The entry is gone even if the wait raises; a group's
+  // wait raises the first failed member's error, in the group's order.
   py::object synchronize(py::handle handle) {
     auto it = find(handle);
     if (it == entries_.end()) return py::none();
     Entry entry = std::move(it->second);
     entries_.erase(it);
-    if (entry.core) {
-      if (!entry.core->poll()) {
-        py::gil_scoped_release release;
-        entry.core->wait(Duration::max());
+    if (entry.waitable) {
+      entry.waitable.attr("wait")();
+    } else {
+      // One handle or a group's, without a container made per call.
+      const std::shared_ptr<Handle>* first = entry.core ? &entry.core : entry.members.data();
+      const std::shared_ptr<Handle>* last = first + (entry.core ? 1 : entry.members.size());
+      bool done = true;
+      for (auto* h = first; done && h != last; ++h) done = (*h)->poll();
+      if (done) {
+        for (auto* h = first; h != last; ++h) (*h)->wait(Duration::max());  // raises at once
       } else {
-        entry.core->wait(Duration::max());  // done: raises its error without waiting
+        py::gil_scoped_release release;
+        for (auto* h = first; h != last; ++h) (*h)->wait(Duration::max());
       }
       releaseDeferredObjects();
-    } else {
-      entry.waitable.attr("wait")();
     }
-    if (entry.finish.is_none()) return std::move(entry.value);
-    return entry.finish(entry.core ? py::cast(entry.core) : entry.waitable);
+    switch (entry.result) {
+      case Entry::Result::kValue:
+        return std::move(entry.value);
+      case Entry::Result::kFinish:
+        return entry.finish(entry.core ? py::cast(entry.core) : entry.waitable);
+      case Entry::Result::kOutput:
+        return adopt(entry.core->output());
+      case Entry::Result::kOutputs: {
+        py::list outputs(entry.members.size());
+        for (size_t i = 0; i < entry.members.size(); ++i)
+          outputs[i] = adopt(entry.members[i]->output());
+        return std::move(outputs);
+      }
+    }
+    return py::none();
   }
 
   // Forgets every handle (after shutdown and init); handle numbers keep growing, so an old
@@ -169,19 +232,86 @@ class HandleTable {
     return id;
   }
 
-  py::dict dtype_codes_;  // torch dtype -> ronde::DataType code
-  py::object namer_;      // namer(kind, name, process_set) -> the request's full name
+  // With the GIL held, as releasing and retaking it costs more than the enqueue: enqueue
+  // takes only the runtime's short hand-over locks, and the runtime's thread never waits for
+  // the GIL while it holds one of them (py_request.cc's allocator holds none).
+  std::shared_ptr<Handle> enqueue(Request request) {
+    releaseDeferredObjects();
+    return runtime_()->enqueue(std::move(request));
+  }
+
+  // A request of `kind` without its tensors: its name ("<prefix>.<name>" for a str name, the
+  // frontend's namer for any other; none when prefix is null), op, scaling and process set,
+  // each checked.
+  Request requestOf(RequestKind kind, const char* prefix, py::handle name, py::handle op,
+                    py::handle prescale, py::handle postscale, py::handle process_set) {
+    py::object set_id_object = checked(PyObject_GetAttr(process_set.ptr(), process_set_id_.ptr()));
+    if (set_id_object.is_none()) {
+      throw Error(ErrorCode::kInvalidArgument, std::string(prefix ? prefix : "a group") + ": " +
+                                                   std::string(py::repr(process_set)) +
+                                                   " is not registered (never added, or removed)");
+    }
+    Request request;
+    request.kind = kind;
+    request.process_set = static_cast<int>(toInt64(set_id_object.ptr(), "process_set"));
+    if (prefix != nullptr && PyUnicode_CheckExact(name.ptr())) {
+      Py_ssize_t length = 0;
+      const char* chars = PyUnicode_AsUTF8AndSize(name.ptr(), &length);
+      if (chars == nullptr) throw py::error_already_set();
+      request.name.reserve(std::char_traits<char>::length(prefix) + 1 +
+                           static_cast<size_t>(length));
+      request.name.append(prefix).append(".").append(chars, static_cast<size_t>(length));
+    } else if (prefix != nullptr) {  // unnamed (numbered per process set) or not a str
+      request.name = namer_(py::str(prefix), name, process_set).cast<std::string>();
+    }
+    const int64_t op_code = toInt64(op.ptr(), "op");  // a ReduceOp's value
+    if (op_code < 0 || op_code > static_cast<int64_t>(ReduceOp::kAdasum))
+      throw Error(ErrorCode::kInvalidArgument,
+                  "unknown reduction op code " + std::to_string(op_code));
+    request.op = static_cast<ReduceOp>(op_code);
+    request.scaling.prescale = toDouble(prescale, "prescale");
+    request.scaling.postscale = toDouble(postscale, "postscale");
+    return request;
+  }
+
+  // ALLGATHER or REDUCESCATTER from a RequestKind's int value; anything else is refused.
+  static RequestKind gatheringKind(py::handle kind) {
+    const int64_t code = toInt64(kind.ptr(), "kind");
+    if (code == static_cast<int64_t>(RequestKind::kAllgather)) return RequestKind::kAllgather;
+    if (code == static_cast<int64_t>(RequestKind::kReducescatter))
+      return RequestKind::kReducescatter;
+    throw Error(ErrorCode::kInvalidArgument,
+                "this call takes an allgather or a reducescatter, not request kind " +
+                    std::to_string(code));
+  }
+
+  static const char* kindName(RequestKind kind) {
+    return kind == RequestKind::kAllgather ? "allgather" : "reducescatter";
+  }
+
+  // `value` as a list or tuple (PySequence_Fast), or a TypeError naming `what`.
+  static py::object sequence(py::handle value, const char* what) {
+    PyObject* fast =
+        PySequence_Fast(value.ptr(), (std::string(what) + " must be a list or tuple").c_str());
+    return checked(fast);
+  }
+
+  // An output as the frontend's tensor: the object its allocator made, or ronde's memory
+  // adopted through DLPack.
+  py::object adopt(const std::shared_ptr<Tensor>& output) {
+    if (auto tensor = std::dynamic_pointer_cast<PyTensor>(output)) return tensor->owner();
+    py::object capsule = dlpackOf(output);
+    if (capsule.is_none() || adopt_.is_none()) return capsule;
+    return checked(PyObject_CallOneArg(adopt_.ptr(), capsule.ptr()));
+  }
+
+  TensorReader reader_;
+  py::object namer_;  // namer(kind, name, process_set) -> the request's full name
+  py::object adopt_;  // adopt(DLPack capsule) -> the frontend's tensor, or None
   std::shared_ptr<Runtime> (*runtime_)();
   Entries entries_;
   int64_t next_id_ = 1;
-  // Attribute names, made once.
-  py::str is_contiguous_{"is_contiguous"};
-  py::str dtype_{"dtype"};
-  py::str data_ptr_{"data_ptr"};
-  py::str shape_{"shape"};
-  py::str is_cuda_{"is_cuda"};
   py::str process_set_id_{"process_set_id"};
-  py::str allreduce_{"allreduce"};
 };
 
 // The table as a plain CPython object rather than a pybind11 class: allreduce_ and
@@ -240,6 +370,21 @@ PyObject* tableAllreduce(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   });
 }
 
+PyObject* tableSubmitOne(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  return guarded([&] {
+    checkArguments("submit_", n, 7, 7);
+    return tableOf(self).submitOne(args[0], args[1], args[2], args[3], args[4], args[5], args[6]);
+  });
+}
+
+PyObject* tableSubmitGroup(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  return guarded([&] {
+    checkArguments("group_", n, 8, 8);
+    return tableOf(self).submitGroup(args[0], args[1], args[2], args[3], args[4], args[5], args[6],
+                                     args[7]);
+  });
+}
+
 PyObject* tablePoll(PyObject* self, PyObject* handle) {
   return guarded([&] { return py::bool_(tableOf(self).poll(handle)); });
 }
@@ -275,6 +420,19 @@ PyMethodDef table_methods[] = {
      METH_FASTCALL,
      "allreduce_(tensor, name, op, prescale, postscale, process_set) -> handle, or None for a "
      "non-contiguous or CUDA tensor (op: the int value of a ReduceOp)"},
+    {"submit_", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(tableSubmitOne)),
+     METH_FASTCALL,
+     "submit_(kind, tensor, name, op, prescale, postscale, process_set) -> handle: an allgather "
+     "or reducescatter (kind: a RequestKind's int value) of a host tensor, named like "
+     "allreduce_; synchronize returns its output, made by ronde and adopted. None for a CUDA "
+     "or bool tensor"},
+    {"group_", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(tableSubmitGroup)),
+     METH_FASTCALL,
+     "group_(kind, tensors, outputs, group_name, op, prescale, postscale, process_set) -> "
+     "handle: one request group of host tensors, member i named group_name.i: allreduce in "
+     "place (outputs None) or into outputs, allgather or reducescatter into outputs ronde makes; "
+     "synchronize returns the list of results. None, with nothing submitted, where a tensor "
+     "needs the general path (CUDA; non-contiguous in place; bool gathered or scattered)"},
     {"poll", tablePoll, METH_O, "poll(handle) -> True once done; never blocks"},
     {"synchronize", tableSynchronize, METH_O,
      "synchronize(handle) -> the result; None for an unknown handle"},
@@ -301,17 +459,19 @@ void registerHandleTable(py::module_& m, std::shared_ptr<Runtime> (*runtime)()) 
   // Made through this factory, which hands the table the module's runtime.
   m.def(
       "HandleTable",
-      [type, runtime](py::dict dtype_codes, py::object namer) {
+      [type, runtime](py::dict dtype_codes, py::object namer, py::object adopt) {
         auto* cls = reinterpret_cast<PyTypeObject*>(type.ptr());
         py::object made = py::reinterpret_steal<py::object>(cls->tp_alloc(cls, 0));
         if (!made) throw py::error_already_set();
         reinterpret_cast<TableObject*>(made.ptr())->table =
-            new HandleTable(std::move(dtype_codes), std::move(namer), runtime);
+            new HandleTable(std::move(dtype_codes), std::move(namer), std::move(adopt), runtime);
         return made;
       },
-      py::arg("dtype_codes"), py::arg("namer"),
+      py::arg("dtype_codes"), py::arg("namer"), py::arg("adopt") = py::none(),
       "A new handle table. dtype_codes: {torch dtype: DataType code}; namer(kind, name, "
-      "process_set) -> the full request name, for names that are not a str (None: numbered)");
+      "process_set) -> the full request name, for names that are not a str (None: numbered); "
+      "adopt(DLPack capsule) -> a tensor, for the outputs ronde makes (None: the capsules "
+      "themselves)");
 }
 
 }  // namespace ronde::python

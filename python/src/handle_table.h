@@ -1,8 +1,10 @@
-// The integer handles of a Python frontend (Horovod's API hands out ints) and the in-place
-// allreduce of every gradient hook, both in C++: one call per submission and one per
-// synchronize, with no Python dict, tuple or Handle wrapper made per request. The table
-// lives in the frontend's module (ronde.torch keeps one), not in this extension, and is only
-// touched with the GIL held.
+// The integer handles of a Python frontend (Horovod's API hands out ints) and the submitting
+// calls that take host torch tensors (the in-place allreduce of every gradient hook, single
+// allgathers and reducescatters, and grouped allreduces, allgathers and reducescatters), all
+// in C++: one call per submission and one per synchronize, with no Python dict, tuple,
+// Request or Handle wrapper made per tensor, and outputs adopted here. The table lives in the
+// frontend's module (ronde.torch keeps one), not in this extension, and is only touched with
+// the GIL held.
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -10,10 +10,11 @@ import torch
 
 from ronde.torch import cuda_streams
 from ronde.torch.process_sets import global_process_set
-from ronde.torch.submission import (_ALLREDUCE, _CORE_OP_CODES, _CORE_OPS, _DTYPES, Average,
-                                    _Group, _Request, _allreduce_in_place, _check_op, _core,
-                                    _enqueue, _enqueue_allreduce_, _grouped_names, _name, _ref,
-                                    _register, _spec, _writable, synchronize)
+from ronde.torch.submission import (_ALLREDUCE, _ALLREDUCE_CODE, _CORE_OP_CODES, _CORE_OPS,
+                                    _DTYPES, Average, _Group, _Request, _allreduce_in_place,
+                                    _as_sequence, _check_op, _core, _enqueue, _enqueue_allreduce_,
+                                    _member_names, _name, _ref, _register, _spec, _submit_group,
+                                    _writable, synchronize)
 
 _AVERAGE_CODE = _CORE_OP_CODES[Average]
 
@@ -121,9 +122,15 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
     op = _check_op(op, average)
+    tensors = _as_sequence(tensors)
+    group_name = _name("grouped_allreduce", name, process_set)
+    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    handle = _submit_group(_ALLREDUCE_CODE, tensors, outputs, group_name, _CORE_OP_CODES[op],
+                           prescale_factor, postscale_factor, process_set)
+    if handle is not None:
+        return handle
     sources = [t.contiguous() for t in tensors]
-    outputs = [torch.empty_like(t) for t in sources]
-    names = _grouped_names("grouped_allreduce", name, len(tensors), process_set)
+    names = _member_names(group_name, len(tensors))
     specs = [_allreduce_spec(s, o, n, op, prescale_factor, postscale_factor, process_set)
              for s, o, n in zip(sources, outputs, names)]
     cores = _core.enqueue_group(specs)
@@ -133,8 +140,14 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     op = _check_op(op, average)
+    tensors = _as_sequence(tensors)
+    group_name = _name("grouped_allreduce", name, process_set)
+    handle = _submit_group(_ALLREDUCE_CODE, tensors, None, group_name, _CORE_OP_CODES[op],
+                           prescale_factor, postscale_factor, process_set)
+    if handle is not None:
+        return handle
     staged = [_writable(t) for t in tensors]
-    names = _grouped_names("grouped_allreduce", name, len(tensors), process_set)
+    names = _member_names(group_name, len(tensors))
     specs = [_allreduce_spec(t, t, n, op, prescale_factor, postscale_factor, process_set)
              for (t, _), n in zip(staged, names)]
     cores = _core.enqueue_group(specs)

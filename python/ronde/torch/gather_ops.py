@@ -7,13 +7,17 @@ import torch
 
 from ronde.torch.allreduce_ops import allreduce, grouped_allreduce
 from ronde.torch.process_sets import global_process_set
-from ronde.torch.submission import (_ALLGATHER, _ALLTOALL, _BROADCAST, Average, _Group,
-                                    _allocator, _core, _enqueue, _grouped_names, _name,
-                                    _output, _register, _spec, _writable, synchronize)
+from ronde.torch.submission import (_ALLGATHER, _ALLGATHER_CODE, _ALLTOALL, _BROADCAST, Average,
+                                    _Group, _allocator, _as_sequence, _core, _enqueue,
+                                    _member_names, _name, _output, _register, _spec,
+                                    _submit_group, _submit_one, _writable, synchronize)
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather along the first dimension (ranks may differ in that dimension)."""
+    handle = _submit_one(_ALLGATHER_CODE, tensor, name, 0, 1.0, 1.0, process_set)
+    if handle is not None:
+        return handle
     source = tensor.contiguous()
     core = _enqueue(_spec(_ALLGATHER, _name("allgather", name, process_set), source,
                                allocate=_allocator(source), process_set=process_set))
@@ -51,8 +55,13 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    tensors = _as_sequence(tensors)
+    group_name = _name("grouped_allgather", name, process_set)
+    handle = _submit_group(_ALLGATHER_CODE, tensors, None, group_name, 0, 1.0, 1.0, process_set)
+    if handle is not None:
+        return handle
     sources = [t.contiguous() for t in tensors]
-    names = _grouped_names("grouped_allgather", name, len(tensors), process_set)
+    names = _member_names(group_name, len(tensors))
     specs = [_spec(_ALLGATHER, n, s, allocate=_allocator(s), process_set=process_set)
              for s, n in zip(sources, names)]
     group = _Group(_core.enqueue_group(specs))

@@ -20,8 +20,8 @@ from ronde.torch.reducescatter_ops import (  # noqa: F401
 from ronde.torch.submission import (  # noqa: F401
     _ALLGATHER, _ALLREDUCE, _ALLTOALL, _BARRIER, _BROADCAST, _CORE_OP_CODES, _CORE_OPS, _DTYPES,
     _JOIN, _REDUCESCATTER, Adasum, Average, HorovodInternalError, Max, Min, MismatchError,
-    Product, RondeError, Sum, _Group, _allocator, _check_op, _counters, _enqueue, _grouped_names,
-    _handles, _name, _next_number, _ref, _register, _reset_naming, _spec, _writable, poll,
+    Product, RondeError, Sum, _Group, _allocator, _check_op, _counters, _enqueue, _handles,
+    _member_names, _name, _next_number, _ref, _register, _reset_naming, _spec, _writable, poll,
     synchronize)
 
 

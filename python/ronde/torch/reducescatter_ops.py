@@ -5,15 +5,20 @@ import torch
 
 from ronde.torch.gather_ops import allgather, grouped_allgather
 from ronde.torch.process_sets import global_process_set
-from ronde.torch.submission import (_REDUCESCATTER, Average, Sum, _Group, _allocator, _check_op,
-                                    _core, _enqueue, _grouped_names, _name, _output, _register,
-                                    _spec, synchronize)
+from ronde.torch.submission import (_CORE_OP_CODES, _REDUCESCATTER, _REDUCESCATTER_CODE, Average,
+                                    Sum, _Group, _allocator, _as_sequence, _check_op, _core,
+                                    _enqueue, _member_names, _name, _output, _register, _spec,
+                                    _submit_group, _submit_one, synchronize)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter: rank r gets its share of the first dimension of the reduction."""
     op = _check_op(op, None)
+    handle = _submit_one(_REDUCESCATTER_CODE, tensor, name, _CORE_OP_CODES[op], prescale_factor,
+                         postscale_factor, process_set)
+    if handle is not None:
+        return handle
     source = tensor.contiguous()
     core = _enqueue(_spec(_REDUCESCATTER, _name("reducescatter", name, process_set), source,
                                allocate=_allocator(source), op=op, prescale=prescale_factor,
@@ -60,8 +65,14 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     op = _check_op(op, None)
+    tensors = _as_sequence(tensors)
+    group_name = _name("grouped_reducescatter", name, process_set)
+    handle = _submit_group(_REDUCESCATTER_CODE, tensors, None, group_name, _CORE_OP_CODES[op],
+                           prescale_factor, postscale_factor, process_set)
+    if handle is not None:
+        return handle
     sources = [t.contiguous() for t in tensors]
-    names = _grouped_names("grouped_reducescatter", name, len(tensors), process_set)
+    names = _member_names(group_name, len(tensors))
     specs = [_spec(_REDUCESCATTER, n, s, allocate=_allocator(s), op=op,
                    prescale=prescale_factor, postscale=postscale_factor,
                    process_set=process_set) for s, n in zip(sources, names)]

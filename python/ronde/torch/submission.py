@@ -5,8 +5,11 @@ Every collective is named; unnamed ones get ``<kind>.noname.<n>`` from a per-pro
 so ranks that call collectives in the same order agree on the names. Async calls return an
 integer handle for ``poll`` and ``synchronize``; the request holds the tensors it reads and
 writes until it completes. The handles live in a C++ table (ronde._core.HandleTable), which
-also takes the in-place allreduce of a torch tensor in one call: a gradient hook's
-submission makes no Python dict entry, tuple or handle object.
+also takes the common submissions of host tensors in one call each, reading the tensors
+itself: the in-place allreduce of a gradient hook, single allgathers and reducescatters, and
+grouped allreduces, allgathers and reducescatters (no Python Request, dict entry, tuple or
+handle object per tensor; outputs ronde made are adopted there too). CUDA tensors, and the
+few cases listed at HandleTable.group_, take the general path: a typed Request per tensor.
 """
 
 import collections
@@ -31,6 +34,10 @@ _ALLGATHER = _core.RequestKind.ALLGATHER
 _BROADCAST = _core.RequestKind.BROADCAST
 _ALLTOALL = _core.RequestKind.ALLTOALL
 _REDUCESCATTER = _core.RequestKind.REDUCESCATTER
+# The same as ints, for the handle table's one-call paths.
+_ALLREDUCE_CODE = int(_ALLREDUCE)
+_ALLGATHER_CODE = int(_ALLGATHER)
+_REDUCESCATTER_CODE = int(_REDUCESCATTER)
 _BARRIER = _core.RequestKind.BARRIER
 _JOIN = _core.RequestKind.JOIN
 
@@ -40,7 +47,9 @@ _TensorRef = _core.TensorRef
 _enqueue = _core.enqueue
 _enqueue_allreduce_ = _core.enqueue_allreduce_
 _HOST_OUTPUT = _core.HOST_OUTPUT
-_from_dlpack = torch.utils.dlpack.from_dlpack
+# torch's own capsule reader, which torch.utils.dlpack.from_dlpack calls after its checks
+# (about 2 us per output saved); both torch 1.13 and 2.x have it.
+_from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
 
 # ronde::DataType codes, as TensorRef takes them
 _DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items()}
@@ -126,11 +135,17 @@ def _spec(kind, name, tensor, output=None, allocate=None, op=Sum, prescale=1.0, 
 
 
 # handle -> (core handle, finish(core handle) -> result, or None: the result is `value`, value)
-_handles = _core.HandleTable(_DTYPES, _name)
+_handles = _core.HandleTable(_DTYPES, _name, _from_dlpack)
 _register = _handles.add  # (core handle, finish, value=None) -> an integer handle
 # allreduce_(tensor, name, op code, prescale, postscale, process set) -> handle, or None when
 # the tensor is not contiguous
 _allreduce_in_place = _handles.allreduce_
+# submit_(kind code, tensor, name, op code, prescale, postscale, process set) -> handle, or
+# None (CUDA, bool): an allgather or reducescatter whose output ronde makes
+_submit_one = _handles.submit_
+# group_(kind code, tensors, outputs or None, group name, op code, prescale, postscale,
+# process set) -> handle, or None with nothing submitted (see HandleTable.group_)
+_submit_group = _handles.group_
 _synchronize_handle = _handles.synchronize
 
 
@@ -181,9 +196,15 @@ def synchronize(handle):
     return _synchronize_handle(handle)  # None for an unknown handle
 
 
-def _grouped_names(kind, name, count, process_set=global_process_set):
-    base = _name(kind, name, process_set)
-    return ["%s.%d" % (base, i) for i in range(count)]
+def _member_names(group_name, count):
+    """The names of a group's members, as HandleTable.group_ makes them."""
+    return ["%s.%d" % (group_name, i) for i in range(count)]
+
+
+def _as_sequence(tensors):
+    """A group's tensors as a list or tuple, read once by the fast path and again, if it
+    declines them, by the general one."""
+    return tensors if isinstance(tensors, (list, tuple)) else list(tensors)
 
 
 class _Group:

@@ -1,0 +1,42 @@
+#include "tensor_reader.h"
+
+#include <utility>
+#include <vector>
+
+#include "py_convert.h"
+
+namespace ronde::python {
+
+DataType TensorReader::dtypeOf(PyObject* tensor) const {
+  py::object dtype = checked(PyObject_GetAttr(tensor, dtype_.ptr()));
+  PyObject* code = PyDict_GetItemWithError(dtype_codes_.ptr(), dtype.ptr());  // borrowed
+  if (code == nullptr) {
+    if (PyErr_Occurred()) throw py::error_already_set();
+    throw py::value_error("ronde does not support tensors of dtype " + std::string(py::str(dtype)));
+  }
+  return static_cast<DataType>(toInt64(code, "dtype code"));
+}
+
+TensorReader::Read TensorReader::read(py::handle tensor, bool contiguous_copy) const {
+  py::object owner = py::reinterpret_borrow<py::object>(tensor);
+  if (checked(PyObject_CallMethodNoArgs(owner.ptr(), is_contiguous_.ptr())).ptr() != Py_True) {
+    if (!contiguous_copy) return {};
+    owner = checked(PyObject_CallMethodNoArgs(owner.ptr(), contiguous_.ptr()));
+  }
+  PyObject* t = owner.ptr();
+  const DataType type = dtypeOf(t);
+  if (checked(PyObject_GetAttr(t, is_cuda_.ptr())).ptr() == Py_True) return {nullptr, true};
+  const auto address = static_cast<uintptr_t>(
+      PyLong_AsUnsignedLongLong(checked(PyObject_CallMethodNoArgs(t, data_ptr_.ptr())).ptr()));
+  if (PyErr_Occurred()) throw py::error_already_set();
+  py::object shape = checked(PyObject_GetAttr(t, shape_.ptr()));
+  if (!PyTuple_Check(shape.ptr())) throw py::type_error("tensor.shape must be a tuple");
+  const Py_ssize_t rank = PyTuple_GET_SIZE(shape.ptr());
+  std::vector<int64_t> dims(static_cast<size_t>(rank));
+  for (Py_ssize_t i = 0; i < rank; ++i)
+    dims[static_cast<size_t>(i)] = toInt64(PyTuple_GET_ITEM(shape.ptr(), i), "a dimension");
+  return {std::make_shared<PyTensor>(std::move(owner), address, type, std::move(dims), Device{}),
+          false};
+}
+
+}  // namespace ronde::python
