@@ -105,11 +105,7 @@ Request inPlaceAllreduce(py::handle owner, py::handle address, py::handle dtype,
   request.name.assign(name_chars, static_cast<size_t>(name_length));
   request.input = tensor;
   request.output = std::move(tensor);
-  const int64_t op_code = toInt64(op, "op");  // a ReduceOp's value: int(ReduceOp.SUM) is 0
-  if (op_code < 0 || op_code > static_cast<int64_t>(ReduceOp::kAdasum))
-    throw Error(ErrorCode::kInvalidArgument,
-                "unknown reduction op code " + std::to_string(op_code));
-  request.op = static_cast<ReduceOp>(op_code);
+  request.op = toReduceOp(op);
   request.scaling.prescale = toDouble(prescale, "prescale");
   request.scaling.postscale = toDouble(postscale, "postscale");
   request.process_set = static_cast<int>(toInt64(process_set, "process_set"));

@@ -264,11 +264,7 @@ class HandleTable {
     } else if (prefix != nullptr) {  // unnamed (numbered per process set) or not a str
       request.name = namer_(py::str(prefix), name, process_set).cast<std::string>();
     }
-    const int64_t op_code = toInt64(op.ptr(), "op");  // a ReduceOp's value
-    if (op_code < 0 || op_code > static_cast<int64_t>(ReduceOp::kAdasum))
-      throw Error(ErrorCode::kInvalidArgument,
-                  "unknown reduction op code " + std::to_string(op_code));
-    request.op = static_cast<ReduceOp>(op_code);
+    request.op = toReduceOp(op);
     request.scaling.prescale = toDouble(prescale, "prescale");
     request.scaling.postscale = toDouble(postscale, "postscale");
     return request;

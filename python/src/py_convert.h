@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ronde/errors.h"
+#include "ronde/types.h"
 
 namespace ronde::python {
 
@@ -29,6 +30,14 @@ inline double toDouble(py::handle value, const char* what) {
     throw Error(ErrorCode::kInvalidArgument, std::string(what) + " must be a number");
   }
   return v;
+}
+
+// A ReduceOp from its int value (int(ReduceOp.SUM) is 0).
+inline ReduceOp toReduceOp(py::handle value) {
+  const int64_t code = toInt64(value, "op");
+  if (code < 0 || code > static_cast<int64_t>(ReduceOp::kAdasum))
+    throw Error(ErrorCode::kInvalidArgument, "unknown reduction op code " + std::to_string(code));
+  return static_cast<ReduceOp>(code);
 }
 
 }  // namespace ronde::python
