@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -235,6 +238,99 @@ TEST(Runtime, ShutdownWhileThreadsKeepSubmitting) {
         REQUIRE(!rt->isInitialized(), "stopped");
         REQUIRE(completed.load() > 0, "some requests completed before the shutdown");
         rt->shutdown();
+      });
+}
+
+// on_done, the completion callback of asynchronous frontends (TensorFlow's kernels): called
+// once per request with its handle, already done, whose wait() returns on success and throws
+// the request's error on failure (a mismatch, a peer's shutdown); it may submit the next
+// request from inside itself, as a frontend's scheduler may, without a deadlock.
+TEST(Runtime, CompletionCallbacksRunOnceAfterTheHandleIsDoneAndMaySubmit) {
+  RankSpec spec;
+  spec.size = 2;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+        struct Seen {
+          std::mutex mutex;
+          std::condition_variable changed;
+          std::map<std::string, std::shared_ptr<Handle>> handles;  // set once enqueue returns
+          std::vector<std::string> calls;  // "<name>:ok" or "<name>:<error code>"
+        };
+        auto seen = std::make_shared<Seen>();
+        auto record = [seen](const std::string& name) {
+          return [seen, name](Handle& done) {
+            std::string what = name + ":ok";
+            if (!done.poll()) what += ":not-done";
+            try {
+              done.wait(Duration::zero());  // done: returns or throws at once
+            } catch (const Error& e) {
+              what = name + ":" + std::to_string(static_cast<int>(e.code()));
+            }
+            std::lock_guard<std::mutex> lock(seen->mutex);
+            auto it = seen->handles.find(name);  // absent if enqueue has not returned yet
+            if (it != seen->handles.end() && it->second.get() != &done) what += ":other-handle";
+            seen->calls.push_back(what);
+            seen->changed.notify_all();
+          };
+        };
+        auto submitted = [seen](const std::string& name, std::shared_ptr<Handle> handle) {
+          std::lock_guard<std::mutex> lock(seen->mutex);
+          seen->handles[name] = std::move(handle);
+        };
+        auto waitFor = [&](size_t count) {
+          std::unique_lock<std::mutex> lock(seen->mutex);
+          REQUIRE(seen->changed.wait_for(lock, std::chrono::seconds(30),
+                                         [&] { return seen->calls.size() >= count; }),
+                  "completion callbacks missing");
+        };
+        auto codeOf = [](ErrorCode code) { return std::to_string(static_cast<int>(code)); };
+
+        // A chain: the first callback submits the second request from the runtime's thread.
+        auto chained = filledFloats(4, 1.0f);
+        Request next = allreduceOf("chain.2", chained);
+        next.on_done = record("chain.2");
+        Runtime* runtime = rt.get();
+        Request first = allreduceOf("chain.1", chained);
+        first.on_done = [on_first = record("chain.1"), runtime, next,
+                         submitted](Handle& done) mutable {
+          on_first(done);
+          submitted("chain.2", runtime->enqueue(std::move(next)));
+        };
+        submitted("chain.1", rt->enqueue(std::move(first)));
+        waitFor(2);
+        REQUIRE(chained->as<float>()[3] == 16.0f, "two allreduces of 2 ranks: 4 x 4");
+
+        // A mismatch fails the request on every rank: the callback gets its error.
+        Request bad = allreduceOf("mismatch", filledFloats(ctx.rank == 0 ? 3 : 5, 1.0f));
+        bad.on_done = record("mismatch");
+        submitted("mismatch", rt->enqueue(std::move(bad)));
+        waitFor(3);
+        Request meet;
+        meet.kind = RequestKind::kBarrier;
+        meet.name = "meet";
+        rt->enqueue(meet)->wait(std::chrono::seconds(30));
+
+        std::vector<std::string> expected = {"chain.1:ok", "chain.2:ok",
+                                             "mismatch:" + codeOf(ErrorCode::kMismatch)};
+        // Rank 0 shuts down; rank 1's next request fails (or is refused at once, and then
+        // its callback must not run).
+        if (ctx.rank == 0) {
+          rt->shutdown();
+        } else {
+          Request lone = allreduceOf("lone", filledFloats(2, 1.0f));
+          lone.on_done = record("lone");
+          try {
+            submitted("lone", rt->enqueue(std::move(lone)));
+            waitFor(4);
+            expected.push_back("lone:" + codeOf(ErrorCode::kAborted));
+          } catch (const Error& e) {
+            REQUIRE(e.code() == ErrorCode::kAborted, "refused as aborted");
+          }
+        }
+        std::lock_guard<std::mutex> lock(seen->mutex);
+        std::string got;
+        for (const auto& call : seen->calls) got += call + " ";
+        REQUIRE(seen->calls == expected, "callbacks: got " + got);
       });
 }
 

@@ -84,6 +84,8 @@ enum class RequestKind : uint8_t {
   kJoin,
 };
 
+class Handle;
+
 struct Request {
   RequestKind kind = RequestKind::kAllreduce;
   std::string name;                // unique among in-flight requests of the process set
@@ -100,6 +102,14 @@ struct Request {
   // runtime's copies wait on that event, not on the whole device, and when the handle completes
   // the output is ready on this stream. Ignored for host tensors.
   uintptr_t stream = 0;
+  // Called once when the request completes, with its handle, which is then done: wait()
+  // returns at once or throws the request's error, output() and result() hold the results.
+  // For frontends that must be told rather than wait, such as TensorFlow's asynchronous
+  // kernels. It runs on the runtime's thread (or on the thread that shuts the runtime down)
+  // with no runtime lock held, so it may submit requests; it must return quickly and never
+  // wait for another request, whose completion that thread would otherwise never reach. What
+  // it throws is logged and dropped.
+  std::function<void(Handle& done)> on_done;
 };
 
 // The outcome of one request. wait() rethrows the request's error on this thread.

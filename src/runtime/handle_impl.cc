@@ -1,6 +1,7 @@
 #include "runtime/handle_impl.h"
 
 #include "common/deadline.h"
+#include "common/logging.h"
 
 namespace ronde::runtime {
 
@@ -36,7 +37,7 @@ void HandleImpl::succeed(std::shared_ptr<Tensor> output, std::vector<int64_t> re
     result_ = std::move(result);
     done_.store(true, std::memory_order_release);
   }
-  done_cv_.notify_all();
+  notifyDone();
 }
 
 void HandleImpl::fail(std::exception_ptr error) {
@@ -46,7 +47,20 @@ void HandleImpl::fail(std::exception_ptr error) {
     error_ = std::move(error);
     done_.store(true, std::memory_order_release);
   }
+  notifyDone();
+}
+
+void HandleImpl::notifyDone() {
   done_cv_.notify_all();
+  if (!on_done_) return;
+  OnDone on_done = std::move(on_done_);  // whatever it holds is released here, once
+  try {
+    on_done(*this);
+  } catch (const std::exception& e) {
+    log(LogLevel::kError, "a request's completion callback threw: ", e.what());
+  } catch (...) {
+    log(LogLevel::kError, "a request's completion callback threw");
+  }
 }
 
 }  // namespace ronde::runtime

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 
 #include "ronde/runtime.h"
@@ -12,16 +13,23 @@ namespace ronde::runtime {
 
 class HandleImpl final : public Handle {
  public:
+  using OnDone = std::function<void(Handle& done)>;
+  explicit HandleImpl(OnDone on_done = nullptr) : on_done_(std::move(on_done)) {}
+
   bool poll() override;
   void wait(Duration timeout) override;
   std::shared_ptr<Tensor> output() override;
   std::vector<int64_t> result() override;
 
-  // Called once, by the background thread (or by shutdown).
+  // Called once, by the background thread (or by shutdown), with no runtime lock held: they
+  // run the request's on_done after waking the waiters.
   void succeed(std::shared_ptr<Tensor> output, std::vector<int64_t> result);
   void fail(std::exception_ptr error);
 
  private:
+  void notifyDone();
+
+  OnDone on_done_;  // touched only by the one call of succeed() or fail() that completes
   std::mutex mutex_;
   std::condition_variable done_cv_;
   // Set under mutex_ once the results are in place; read without it by poll(), which every

@@ -165,7 +165,8 @@ LocalRequest RuntimeImpl::prepare(Request request, Clock::time_point now) {
   std::shared_ptr<ReadyEvent> ready;
   if (request.input && request.input->device().kind == Device::Kind::kCuda)
     ready = devices_.ops(request.input->device()).markReady(request.stream);
-  return LocalRequest{std::move(request), std::move(d), std::make_shared<HandleImpl>(), now, -1,
+  auto handle = std::make_shared<HandleImpl>(std::move(request.on_done));
+  return LocalRequest{std::move(request), std::move(d), std::move(handle), now, -1,
                       std::move(ready)};
 }
 
