@@ -24,6 +24,7 @@
 #endif
 
 #include "ronde/runtime.h"
+#include "ronde/shared_runtime.h"
 #include "runtime/allocator_tuning.h"
 #include "runtime/cycle_pacer.h"
 #include "runtime/descriptor.h"
@@ -43,6 +44,19 @@ Descriptor allreduce(const std::string& name, int64_t n, DataType type = DataTyp
   d.dtype = type;
   d.shape = {n};
   return d;
+}
+
+TEST(RuntimeUnits, TheSharedRuntimeRefusesUseBeforeInitAndShutdownIsIdempotent) {
+  EXPECT_FALSE(shared_runtime::initialized());
+  try {
+    shared_runtime::get();
+    ADD_FAILURE() << "get() before init() returned a runtime";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("call hvd.init() first"), std::string::npos) << e.what();
+  }
+  shared_runtime::shutdown();  // nothing held: nothing to do
+  EXPECT_FALSE(shared_runtime::initialized());
 }
 
 TEST(RuntimeUnits, DescriptorsRoundTripOnTheWire) {

@@ -4,12 +4,12 @@
 // GIL rule: no call into the runtime is made with the GIL held, because the runtime's thread
 // may itself need the GIL (to allocate an output through a Python callback) while holding
 // its own locks. Python objects dropped by the runtime's thread are released later by a
-// Python thread (see py_tensor.h).
+// Python thread (see py_tensor.h). The runtime is the process's shared one
+// (ronde/shared_runtime.h), which ronde.tensorflow's compiled kernels submit to as well.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -26,49 +26,10 @@
 #include "store_bindings.h"
 #include "ronde/runtime.h"
 #include "ronde/settings.h"
+#include "ronde/shared_runtime.h"
 
 namespace ronde::python {
 namespace {
-
-// The process-wide runtime behind hvd.init(): Horovod's API is module level, so one
-// instance lives here; calls keep it alive with their own reference while they run.
-class RuntimeSlot {
- public:
-  std::shared_ptr<Runtime> get() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!runtime_) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "ronde has not been initialized; call hvd.init() first");
-    }
-    return runtime_;
-  }
-  bool initialized() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return runtime_ != nullptr && runtime_->isInitialized();
-  }
-  void init() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (runtime_) return;
-    runtime_ = std::shared_ptr<Runtime>(Runtime::init());
-  }
-  void shutdown() {
-    std::shared_ptr<Runtime> runtime;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      runtime.swap(runtime_);
-    }
-    if (runtime) runtime->shutdown();
-  }
-
- private:
-  std::mutex mutex_;
-  std::shared_ptr<Runtime> runtime_;  // guarded by mutex_
-};
-
-RuntimeSlot& slot() {
-  static RuntimeSlot* instance = new RuntimeSlot();  // never destroyed: no exit-order trouble
-  return *instance;
-}
 
 // The in-place allreduce of every gradient hook, without building the Python objects of a
 // TensorRef and a Request per call: the arguments are read straight from their Python
@@ -118,12 +79,12 @@ Duration toDuration(std::optional<double> seconds) {
 }
 
 // The runtime for calls that hold the GIL until they enqueue (the handle table's).
-std::shared_ptr<Runtime> initializedRuntime() { return slot().get(); }
+std::shared_ptr<Runtime> initializedRuntime() { return shared_runtime::get(); }
 
 template <typename Fn>
 auto withRuntime(Fn fn) {
   releaseDeferredObjects();
-  std::shared_ptr<Runtime> runtime = slot().get();
+  std::shared_ptr<Runtime> runtime = shared_runtime::get();
   py::gil_scoped_release release;
   return fn(*runtime);
 }
@@ -192,19 +153,19 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("init", [] {
     py::gil_scoped_release release;
-    slot().init();
+    shared_runtime::init();
   });
   m.def("shutdown", [] {
     {
       py::gil_scoped_release release;
-      slot().shutdown();
+      shared_runtime::shutdown();
     }
     releaseDeferredObjects();
   });
   // Horovod shuts down at interpreter exit: a script that ends without hvd.shutdown() then
   // stops in step with its peers, which see an orderly stop rather than a dead rank.
   py::module_::import("atexit").attr("register")(m.attr("shutdown"));
-  m.def("is_initialized", [] { return slot().initialized(); });
+  m.def("is_initialized", [] { return shared_runtime::initialized(); });
   // The communication backends compiled into this build ("native", "mpi"), and the transports
   // of the running communicator ("shm", "shm+tcp", "mpi"): what Horovod's mpi_built() and
   // mpi_enabled() report.
