@@ -142,6 +142,14 @@ TEST(SettingsTest, ShmAllreduceIsAutoDirectOrStaged) {
             std::optional<bool>(false));
 }
 
+TEST(SettingsTest, TensorflowOpsIsAutoCompiledOrPython) {
+  EXPECT_EQ(read({}).tensorflow_ops, TensorflowOps::kAuto);
+  EXPECT_EQ(read({{"RONDE_TENSORFLOW_OPS", "Compiled"}}).tensorflow_ops, TensorflowOps::kCompiled);
+  EXPECT_EQ(read({{"RONDE_TENSORFLOW_OPS", "python"}}).tensorflow_ops, TensorflowOps::kPython);
+  EXPECT_EQ(configError({{"RONDE_TENSORFLOW_OPS", "xla"}}),
+            "RONDE_TENSORFLOW_OPS='xla' is not a TensorFlow op kind (auto, compiled or python)");
+}
+
 TEST(SettingsTest, EmptyValueCountsAsUnset) {
   const Settings s = read({{"RONDE_FUSION_THRESHOLD", ""}, {"HOROVOD_FUSION_THRESHOLD", "7"}});
   EXPECT_EQ(s.fusion_threshold_bytes, 7);

@@ -25,6 +25,11 @@ enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError, kFatal };
 // Shared memory, allreduces past the small band: kDirect reads peers' buffers with cross-memory
 // attach, kStaged copies through the segment every local rank maps, kAuto times both at start.
 enum class ShmAllreduce { kAuto, kDirect, kStaged };
+// How ronde.tensorflow runs its collectives. kCompiled: the TensorFlow kernels built with this
+// ronde against the running TensorFlow (an error where they are missing or were built for
+// another TensorFlow); kPython: tf.numpy_function bodies calling ronde from Python; kAuto:
+// compiled where available, else Python.
+enum class TensorflowOps { kAuto, kCompiled, kPython };
 
 struct Settings {
   // Identity, handed to each worker by `ronde run`, mpirun or srun (-1: unknown).
@@ -59,6 +64,7 @@ struct Settings {
   int64_t tcp_chunk_bytes = 1024 * 1024;       // pipeline chunk on TCP links
   bool hierarchical_allreduce = true;         // across hosts: shm inside, ring across
   ShmAllreduce shm_allreduce = ShmAllreduce::kAuto;  // the large band's algorithm
+  TensorflowOps tensorflow_ops = TensorflowOps::kAuto;  // read by ronde.tensorflow at import
   int64_t hierarchical_chunk_bytes = 4 * 1024 * 1024;  // its pipeline step, whole buffer
   bool hierarchical_allgather = true;         // across hosts: rings across, shm inside
   bool hierarchical_reducescatter = true;     // across hosts: shm inside, rings across
@@ -115,6 +121,7 @@ const char* transportKindName(TransportKind kind);
 const char* cpuOperationsName(CpuOperations operations);
 const char* gpuOperationsName(GpuOperations operations);
 const char* shmAllreduceName(ShmAllreduce algorithm);
+const char* tensorflowOpsName(TensorflowOps ops);
 
 // RONDE_TIMELINE's value that writes no file at init: start_timeline() starts it later
 // (Horovod's HOROVOD_TIMELINE=DYNAMIC).

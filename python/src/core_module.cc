@@ -228,6 +228,9 @@ PYBIND11_MODULE(_core, m) {
     withRuntime([&](Runtime& r) { r.setCycleTime(ms); });
   });
 
+  // RONDE_TENSORFLOW_OPS as this process has it: "auto", "compiled" or "python".
+  m.def("tensorflow_ops",
+        [] { return std::string(tensorflowOpsName(Settings::fromEnvironment().tensorflow_ops)); });
   // Settings knobs: what each RONDE_* variable means, and what this process would use.
   m.def("settings_documentation", [] {
     py::list docs;

@@ -20,7 +20,8 @@ namespace {
 using Member = std::variant<int Settings::*, int64_t Settings::*, double Settings::*,
                             bool Settings::*, std::string Settings::*, TransportKind Settings::*,
                             LogLevel Settings::*, CpuOperations Settings::*,
-                            GpuOperations Settings::*, ShmAllreduce Settings::*>;
+                            GpuOperations Settings::*, ShmAllreduce Settings::*,
+                            TensorflowOps Settings::*>;
 
 struct Field {
   const char* name;  // without the RONDE_ / HOROVOD_ prefix
@@ -96,6 +97,13 @@ const Field kFields[] = {
      "cross-memory attach: fewer bytes, each page pinned by the kernel), staged (copy through "
      "the segment every local rank maps), or auto (each host times both at start-up and the "
      "direct one is used only where it is clearly faster on every host)."},
+    {"TENSORFLOW_OPS", &Settings::tensorflow_ops, nullptr,
+     "How ronde.tensorflow runs its collectives: compiled (TensorFlow kernels built with this "
+     "ronde against the running TensorFlow, by `pip install --no-build-isolation` in an "
+     "environment that has it; an error at import where they are missing or were built for "
+     "another TensorFlow), python (tf.numpy_function bodies calling ronde from Python: about "
+     "30 us more per op in a graph, held under the GIL), or auto (compiled where available, "
+     "else python)."},
     {"TCP_CHUNK_BYTES", &Settings::tcp_chunk_bytes, kChunkBytes, "Pipeline chunk on TCP links.",
      4096},
     {"HIERARCHICAL_ALLREDUCE", &Settings::hierarchical_allreduce, nullptr,
@@ -248,6 +256,14 @@ ShmAllreduce parseShmAllreduce(const Source& source) {
   malformed(source, "a shared-memory allreduce (auto, direct or staged)");
 }
 
+TensorflowOps parseTensorflowOps(const Source& source) {
+  const std::string text = lower(trim(source.value));
+  for (TensorflowOps ops : {TensorflowOps::kAuto, TensorflowOps::kCompiled, TensorflowOps::kPython}) {
+    if (text == tensorflowOpsName(ops)) return ops;
+  }
+  malformed(source, "a TensorFlow op kind (auto, compiled or python)");
+}
+
 GpuOperations parseGpuOperations(const Source& source) {
   const std::string text = lower(trim(source.value));
   // Horovod's MPI (CUDA-aware MPI) is ronde's host path: the host backend moves the bytes.
@@ -301,6 +317,8 @@ void apply(const Field& field, const Source& source, Settings& settings) {
           target = parseGpuOperations(source);
         } else if constexpr (std::is_same_v<Value, ShmAllreduce>) {
           target = parseShmAllreduce(source);
+        } else if constexpr (std::is_same_v<Value, TensorflowOps>) {
+          target = parseTensorflowOps(source);
         } else {
           target = source.value;
         }
@@ -325,6 +343,8 @@ std::string format(const Field& field, const Settings& settings) {
           return gpuOperationsName(value);
         } else if constexpr (std::is_same_v<Value, ShmAllreduce>) {
           return shmAllreduceName(value);
+        } else if constexpr (std::is_same_v<Value, TensorflowOps>) {
+          return tensorflowOpsName(value);
         } else if constexpr (std::is_same_v<Value, std::string>) {
           return value;
         } else {
@@ -413,6 +433,15 @@ const char* shmAllreduceName(ShmAllreduce algorithm) {
     case ShmAllreduce::kAuto: return "auto";
     case ShmAllreduce::kDirect: return "direct";
     case ShmAllreduce::kStaged: return "staged";
+  }
+  return "unknown";
+}
+
+const char* tensorflowOpsName(TensorflowOps ops) {
+  switch (ops) {
+    case TensorflowOps::kAuto: return "auto";
+    case TensorflowOps::kCompiled: return "compiled";
+    case TensorflowOps::kPython: return "python";
   }
   return "unknown";
 }
