@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Makes .venv-tf: python3 from PATH with TensorFlow 2.21 (CPU), Keras 3, torch 2.13.0 and jax for
-# Keras 3's torch and jax backends, pinned in requirements/tf.txt, and installs the ronde wheel into
-# it. The wheel is dist/ronde-*.whl from scripts/setup_python.sh when it exists (one build
-# serves every framework: ronde._core includes no framework header); otherwise this script
-# runs setup_python.sh first. Idempotent. With --requirements-only: the venv and its pinned
-# packages, no ronde (scripts/test.sh installs those while it compiles).
+# Keras 3's torch and jax backends, pinned in requirements/tf.txt, and installs a ronde wheel
+# built by this venv's python without build isolation, so that CMake sees this TensorFlow and
+# builds ronde.tensorflow's compiled kernels into the wheel (frontends/tensorflow; the CMake
+# tree stays in build-wheel-tf/, the wheel goes to dist-tf/). Incremental and idempotent. With
+# --requirements-only: the venv and its pinned packages, no ronde (scripts/test.sh installs
+# those while it compiles).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/pip_requirements.sh
@@ -18,21 +19,17 @@ fi
 pip_requirements "$venv" requirements/tf.txt
 [ "${1:-}" = --requirements-only ] && exit 0
 
-wheel_is_current() {  # a wheel exists and holds this checkout's TensorFlow frontend
-  local wheel
-  wheel=$(ls dist/ronde-*.whl 2>/dev/null) || return 1
-  python3 -m zipfile -l "$wheel" | grep -q "ronde/tensorflow/__init__.py" || return 1
-  [ -z "$(find python/ronde -name '*.py' -newer "$wheel" -print -quit)" ]
-}
-if ! wheel_is_current; then
-  echo "setup_tf_venv: dist/ronde-*.whl missing or older than python/ronde; running setup_python.sh"
-  bash scripts/setup_python.sh
-fi
-wheel=$(ls dist/ronde-*.whl)
-"$venv/bin/python" -m pip install "${pip_quiet[@]}" --force-reinstall --no-deps "$wheel"
+source scripts/ccache_env.sh
+echo "setup_tf_venv: building the ronde wheel against this TensorFlow"
+rm -rf dist-tf
+"$venv/bin/python" -m pip wheel "${pip_quiet[@]}" --no-build-isolation --no-deps \
+  -C build-dir=build-wheel-tf -C cmake.define.RONDE_WITH_TENSORFLOW=ON -w dist-tf .
+"$venv/bin/python" -m pip install "${pip_quiet[@]}" --force-reinstall --no-deps dist-tf/ronde-*.whl
 "$venv/bin/python" - <<'PY'
 import jax, keras, tensorflow as tf, torch
 import ronde.tensorflow
-print("setup_tf_venv: tensorflow %s, keras %s, torch %s, jax %s"
-      % (tf.__version__, keras.__version__, torch.__version__, jax.__version__))
+from ronde.tensorflow import compiled_ops
+print("setup_tf_venv: tensorflow %s, keras %s, torch %s, jax %s; ronde.tensorflow's kernels: %s"
+      % (tf.__version__, keras.__version__, torch.__version__, jax.__version__,
+         "compiled" if compiled_ops.library() else "not loaded"))
 PY

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The TensorFlow and Keras 3 suites in .venv-tf (made by scripts/setup_tf_venv.sh):
-#   tests/tensorflow under `ronde run -np 2` and `-np 3`,
+# The TensorFlow and Keras 3 suites in .venv-tf (made by scripts/setup_tf_venv.sh), on
+# ronde.tensorflow's compiled kernels (RONDE_TENSORFLOW_OPS=compiled: a wheel without them
+# fails at import) but for one job on its tf.numpy_function path (=python):
+#   tests/tensorflow under `ronde run -np 2` and `-np 3`, and on the numpy path `-np 2`,
 #   tests/keras on the tensorflow backend (-np 2 and -np 3), the torch and jax backends (-np 2),
 #   examples/tensorflow2_digits.py and examples/keras_digits.py (all three backends) on 2 ranks.
 # Prints one line per job and a closing 'tests: N passed, M failed'; exits non-zero on any
@@ -13,6 +15,7 @@ if [ ! -x "$venv/bin/ronde" ]; then
   exit 2
 fi
 export TF_CPP_MIN_LOG_LEVEL=3 PYTHONWARNINGS=ignore::DeprecationWarning
+export RONDE_TENSORFLOW_OPS=compiled
 ronde=("$venv/bin/ronde" run)
 py="$venv/bin/python"
 pytest=("$py" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning
@@ -34,6 +37,8 @@ job() {  # job NAME LIMIT_SECONDS COMMAND...
 
 job tensorflow_np2 400 "${ronde[@]}" -np 2 "${pytest[@]}" tests/tensorflow
 job tensorflow_np3 500 "${ronde[@]}" -np 3 "${pytest[@]}" tests/tensorflow
+job tensorflow_numpy_path_np2 400 env RONDE_TENSORFLOW_OPS=python "${ronde[@]}" -np 2 \
+  "${pytest[@]}" tests/tensorflow
 job keras_tensorflow_np2 300 env KERAS_BACKEND=tensorflow "${ronde[@]}" -np 2 "${pytest[@]}" tests/keras
 job keras_tensorflow_np3 300 env KERAS_BACKEND=tensorflow "${ronde[@]}" -np 3 "${pytest[@]}" tests/keras
 job keras_torch_np2 300 env KERAS_BACKEND=torch "${ronde[@]}" -np 2 "${pytest[@]}" tests/keras

@@ -1,11 +1,14 @@
 """Every collective x dtype, eagerly and in tf.function, against numpy expectations built
 from what each rank is known to hold."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import ronde.tensorflow as hvd
+from ronde.tensorflow import compiled_ops
 
 DTYPES = [tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
           tf.float64, tf.bool]
@@ -218,3 +221,81 @@ def test_adasum_through_the_numpy_bridge():
     else:
         with pytest.raises(Exception, match="power-of-two"):
             hvd.allreduce(t, op=hvd.Adasum)
+
+
+def test_the_collectives_run_where_RONDE_TENSORFLOW_OPS_says():
+    # CI runs the suites with compiled (the kernels must load) and with python; auto takes
+    # whichever this install has.
+    mode = os.environ.get("RONDE_TENSORFLOW_OPS", "auto")
+    if mode == "compiled":
+        assert compiled_ops.library() is not None
+    elif mode == "python":
+        assert compiled_ops.library() is None and "python" in compiled_ops.why_not()
+    graph = tf.function(lambda t: hvd.allreduce(t, name="which.path")).get_concrete_function(
+        tf.ones([3])).graph
+    kinds = {op.type for op in graph.get_operations()}
+    if compiled_ops.library() is not None:
+        assert "RondeAllreduce" in kinds and not any("PyFunc" in k for k in kinds), kinds
+    else:
+        assert any("PyFunc" in k for k in kinds), kinds
+
+
+def test_scale_factors_keep_double_precision(mode):
+    # TensorFlow's float attributes are 32-bit; the compiled ops carry the scales exactly.
+    values = rank_values(hvd.rank(), (4,))
+    t = tf.constant(values, tf.float64)
+    out = mode(lambda t: hvd.allreduce(t, op=hvd.Sum, prescale_factor=1.0 / 3,
+                                       postscale_factor=0.1, name="exact.scales"))(t)
+    expected = sum(rank_values(r, (4,)) * (1.0 / 3) for r in range(hvd.size())) * 0.1
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-14)
+
+
+def test_a_traced_function_after_shutdown_fails_naming_init():
+    fn = tf.function(lambda t: hvd.allreduce(t, name="after.shutdown"))
+    concrete = fn.get_concrete_function(tf.ones([2]))  # traced while the runtime runs
+    hvd.barrier()  # every rank has traced before any stops the job's runtime
+    hvd.shutdown()
+    try:
+        with pytest.raises(tf.errors.OpError, match="init"):
+            concrete(tf.ones([2]))
+    finally:
+        hvd.init()
+
+
+@pytest.mark.skipif(compiled_ops.library() is None, reason="graph-mode join and barrier are ops "
+                    "of the compiled kernels")
+def test_barrier_and_join_run_as_ops_inside_a_function():
+    calls = tf.Variable(0)
+
+    @tf.function
+    def meet():
+        hvd.barrier()
+        calls.assign_add(1)
+        return hvd.join()
+    for _ in range(3):  # each call meets the peers again, not only the tracing one
+        assert int(meet()) in range(hvd.size())
+    assert int(calls.numpy()) == 3
+
+
+@pytest.mark.skipif(compiled_ops.library() is None, reason="the numpy path's ops are stateful "
+                    "py_funcs, which a tf.function runs in program order")
+def test_independent_ops_inside_a_function_in_an_order_that_differs_by_rank():
+    # Ranks build two independent collectives in opposite orders: the names pair them, and
+    # the function runs both at once, neither waiting on a thread (eagerly, and as stateful
+    # ops in program order, each would wait for the other's peer forever).
+    first = tf.fill([3], float(hvd.rank() + 1))
+    second = tf.fill([2, 2], float(10 * (hvd.rank() + 1)))
+
+    def both(a, b):
+        if hvd.rank() % 2 == 0:
+            x = hvd.allreduce(a, op=hvd.Sum, name="order.a")
+            y = hvd.allgather(b, name="order.b")
+        else:
+            y = hvd.allgather(b, name="order.b")
+            x = hvd.allreduce(a, op=hvd.Sum, name="order.a")
+        return x, y
+    x, y = tf.function(both)(first, second)
+    n = hvd.size()
+    np.testing.assert_array_equal(x.numpy(), [n * (n + 1) / 2] * 3)
+    np.testing.assert_array_equal(y.numpy(), np.concatenate(
+        [np.full([2, 2], 10.0 * (r + 1)) for r in range(n)]))

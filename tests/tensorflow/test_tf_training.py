@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 import ronde.tensorflow as hvd
+from ronde.tensorflow import compiled_ops
 
 BATCH_PER_RANK = 4
 STEPS = 3
@@ -167,6 +168,44 @@ def test_ops_before_init_raise():
         hvd.init()
 
 
+def _ten_layers():
+    return [tf.Variable(tf.ones([4, 4]) * (i + 1)) for i in range(10)]
+
+
+def _ten_layer_loss(layers, x):
+    y = x
+    for w in layers:
+        y = tf.tanh(tf.matmul(y, w) * 0.1)
+    return tf.reduce_sum(y)
+
+
+@pytest.mark.skipif(compiled_ops.library() is None, reason="the numpy path is in use")
+def test_tape_runs_one_asynchronous_compiled_op_per_gradient():
+    """With the compiled kernels each gradient is one asynchronous RondeAllreduce: it submits
+    as the backward pass produces its gradient and blocks no thread, so no split is needed,
+    and no Python runs in the step."""
+    layers = _ten_layers()
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = _ten_layer_loss(layers, x)
+        return hvd.DistributedGradientTape(tape).gradient(loss, layers)
+    x = tf.ones([2, 4]) * (hvd.rank() + 1)
+    kinds = [op.type for op in step.get_concrete_function(x).graph.get_operations()]
+    assert kinds.count("RondeAllreduce") == 10, kinds
+    assert not [k for k in kinds if "PyFunc" in k], kinds
+    # Every rank's gradient, computed here alone, averaged.
+    expected = [tf.zeros([4, 4]) for _ in layers]
+    for r in range(hvd.size()):
+        with tf.GradientTape() as tape:
+            loss = _ten_layer_loss(layers, tf.ones([2, 4]) * (r + 1))
+        expected = [e + g / hvd.size() for e, g in zip(expected, tape.gradient(loss, layers))]
+    for got, want in zip(step(x), expected):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.skipif(compiled_ops.library() is not None, reason="the compiled kernels are in use")
 def test_tape_submits_every_gradient_before_waiting_for_any(monkeypatch):
     """In a tf.function the runtime must see all gradients before the first wait, so that it
     can fuse them and no rank blocks while holding back a submission others wait for."""
@@ -183,15 +222,12 @@ def test_tape_submits_every_gradient_before_waiting_for_any(monkeypatch):
         return wait(self)
     monkeypatch.setattr(numpy_ops, "allreduce", recording_submit)
     monkeypatch.setattr(numpy_ops.Pending, "wait", recording_wait)
-    layers = [tf.Variable(tf.ones([4, 4]) * (i + 1)) for i in range(10)]
+    layers = _ten_layers()
 
     @tf.function
     def step(x):
         with tf.GradientTape() as tape:
-            y = x
-            for w in layers:
-                y = tf.tanh(tf.matmul(y, w) * 0.1)
-            loss = tf.reduce_sum(y)
+            loss = _ten_layer_loss(layers, x)
         return hvd.DistributedGradientTape(tape).gradient(loss, layers)
     grads = step(tf.ones([2, 4]) * (hvd.rank() + 1))
     kinds = [kind for kind, _ in events]

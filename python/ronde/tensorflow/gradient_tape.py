@@ -19,8 +19,10 @@ def allreduce_gradients(grads, names, compression=Compression.none, sparse_as_de
                         process_set=global_process_set):
     """Reduces a list of gradients (None stays None). Every dense gradient is submitted before
     any is waited for: in a tf.function the submitting ops run as the backward pass produces
-    each gradient, and the runtime fuses what is ready together."""
-    from ronde.tensorflow.mpi_ops import _allreduce_start, _finish, allreduce
+    each gradient, and the runtime fuses what is ready together. The compiled kernels are
+    asynchronous, so there one op per gradient does both; the numpy path splits each into a
+    submitting and a waiting op."""
+    from ronde.tensorflow.mpi_ops import _allreduce_raw, _allreduce_start, _finish, _ops, allreduce
     op = nops.check_op(op)
     prescale, postscale = _scales(op, gradient_predivide_factor)
     if not process_set.included():
@@ -37,6 +39,10 @@ def allreduce_gradients(grads, names, compression=Compression.none, sparse_as_de
                 results[i] = allreduce(grad, op=op, name=name, process_set=process_set)
                 continue
         compressed, ctx = compression.compress(grad)
+        if _ops is not None:
+            results[i] = compression.decompress(
+                _allreduce_raw(compressed, name, op, prescale, postscale, process_set), ctx)
+            continue
         handle = _allreduce_start(compressed, name, op, prescale, postscale, process_set)
         started.append((i, handle, compressed, ctx))
     for i, handle, compressed, ctx in started:

@@ -1,16 +1,20 @@
 """Horovod's TensorFlow collectives on ronde's runtime, eager and inside tf.function.
 
-Mechanism (see docs/frontends.md): no TensorFlow C++ is compiled. In a graph, each collective
-is a `tf.numpy_function` (TF's public, versioned Python API) whose body hands the runtime the
-host buffer of the tensor (zero-copy for contiguous CPU tensors) as a named request of
-ronde._core, and waits for it with the GIL released; in eager mode the same body runs
-directly on `tensor.numpy()`. Gradients are `tf.custom_gradient`s with Horovod's formulas.
+Two mechanisms (see docs/frontends.md), one API:
 
-Asynchronous submission: `_allreduce_start` / `_finish` split a request into a submitting op
-that returns a handle at once and a waiting op. DistributedGradientTape creates every
-submitting op before any waiting one, so gradients are handed to the runtime as the
-backward pass produces them and fused there; no inter-op thread blocks while another
-rank still waits for this rank to submit.
+- compiled kernels (frontends/tensorflow, loaded by compiled_ops where this ronde was built
+  against the running TensorFlow): each collective is an asynchronous TensorFlow op that
+  submits its request to the runtime from C++ and completes when the runtime calls back, so
+  no TensorFlow thread blocks and no Python runs per op;
+- otherwise a `tf.numpy_function` (TF's public, versioned Python API) whose body hands the
+  runtime the host buffer of the tensor as a named request of ronde._core and waits for it
+  with the GIL released; in eager mode the same body runs directly on `tensor.numpy()`.
+  `_allreduce_start` / `_finish` split an allreduce there into a submitting op that returns a
+  handle at once and a waiting op: DistributedGradientTape creates every submitting op before
+  any waiting one, so that no inter-op thread blocks while another rank still waits for this
+  rank to submit.
+
+Gradients are `tf.custom_gradient`s with Horovod's formulas, the same on both.
 """
 
 import itertools
@@ -21,6 +25,7 @@ import tensorflow as tf
 from ronde import _core
 from ronde.common import numpy_ops as nops
 from ronde.common.process_sets import global_process_set
+from ronde.tensorflow import compiled_ops
 from ronde.tensorflow.compression import Compression
 
 Average = nops.Average
@@ -36,6 +41,10 @@ MismatchError = _core.MismatchError
 
 _SUPPORTED = (tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64, tf.float16, tf.bfloat16,
               tf.float32, tf.float64, tf.bool)
+
+# The compiled kernels' op functions (compiled_ops.library()), or None: the numpy path.
+_ops = compiled_ops.library()
+_scale = compiled_ops.scale_text
 
 # handle number -> Pending, for the split (submit, wait) form of a request.
 _pending = {}
@@ -69,6 +78,29 @@ def _call(body, inputs, out_types, what):
                              name="ronde_" + what)
 
 
+def _compiled(op, *inputs, **attrs):
+    """Runs compiled op `op`; eagerly, a ronde failure is raised as ronde's exception class
+    (in a graph it stays the tf.errors.OpError that the function call raises)."""
+    if not tf.executing_eagerly():
+        return op(*inputs, **attrs)
+    try:
+        return op(*inputs, **attrs)
+    except tf.errors.OpError as error:
+        compiled_ops.raise_as_ronde_error(error)
+
+
+def _set_id(process_set, what):
+    set_id = process_set.process_set_id
+    if set_id is None:
+        raise ValueError("%s: %r is not registered (never added, or removed)"
+                         % (what, process_set))
+    return set_id
+
+
+def _op_code(op):
+    return int(nops._CORE_OPS[op])
+
+
 def _leading_unknown(shape):
     if shape.rank is None:
         return tf.TensorShape(None)
@@ -82,6 +114,11 @@ def _leading_unknown(shape):
 def _allreduce_raw(tensor, name, op, prescale_factor, postscale_factor, process_set):
     _check(tensor, "allreduce")
     full_name = nops.request_name("allreduce", name, process_set)
+    if _ops is not None:
+        return _compiled(_ops.ronde_allreduce, tensor, tensor_name=full_name,
+                         process_set_id=_set_id(process_set, "allreduce"), reduce_op=_op_code(op),
+                         prescale_factor=_scale(prescale_factor),
+                         postscale_factor=_scale(postscale_factor))
 
     def body(array):
         return nops.allreduce(array, full_name, op, prescale_factor, postscale_factor,
@@ -178,6 +215,11 @@ def _grouped_raw(tensors, name, op, prescale_factor, postscale_factor, process_s
     for t in tensors:
         _check(t, "grouped_allreduce")
     base = nops.request_name("grouped_allreduce", name, process_set)
+    if _ops is not None:
+        return list(_compiled(_ops.ronde_grouped_allreduce, tensors, tensor_name=base,
+                              process_set_id=_set_id(process_set, "grouped_allreduce"),
+                              reduce_op=_op_code(op), prescale_factor=_scale(prescale_factor),
+                              postscale_factor=_scale(postscale_factor)))
     names = ["%s.%d" % (base, i) for i in range(len(tensors))]
 
     def body(*arrays):
@@ -208,6 +250,9 @@ def _grouped_differentiable(tensors, name, op, prescale_factor, postscale_factor
 def _allgather_raw(tensor, name, process_set):
     _check(tensor, "allgather")
     full_name = nops.request_name("allgather", name, process_set)
+    if _ops is not None:
+        return _compiled(_ops.ronde_allgather, tensor, tensor_name=full_name,
+                         process_set_id=_set_id(process_set, "allgather"))
 
     def body(array):
         return nops.allgather(array, full_name, process_set).wait()
@@ -245,6 +290,11 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     for t in tensors:
         _check(t, "grouped_allgather")
     base = nops.request_name("grouped_allgather", name, process_set)
+    if _ops is not None:
+        if not tensors:
+            return []
+        return list(_compiled(_ops.ronde_grouped_allgather, tensors, tensor_name=base,
+                              process_set_id=_set_id(process_set, "grouped_allgather")))
     names = ["%s.%d" % (base, i) for i in range(len(tensors))]
 
     def body(*arrays):
@@ -259,8 +309,11 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 def _broadcast_raw(tensor, root_rank, name, process_set):
     _check(tensor, "broadcast")
-    nops.root_index(root_rank, process_set)  # a root outside the set fails before submitting
+    root = nops.root_index(root_rank, process_set)  # outside the set: fails before submitting
     full_name = nops.request_name("broadcast", name, process_set)
+    if _ops is not None:
+        return _compiled(_ops.ronde_broadcast, tensor, tensor_name=full_name,
+                         process_set_id=_set_id(process_set, "broadcast"), root=root)
 
     def body(array):
         return nops.broadcast(array, root_rank, full_name, process_set).wait()
@@ -305,6 +358,17 @@ def _alltoall_raw(tensor, splits, name, process_set):
         inputs = [tensor, splits]
     else:
         inputs = [tensor]
+    if _ops is not None:
+        split_values = (tf.cast(tf.reshape(inputs[1], [-1]), tf.int32) if len(inputs) > 1
+                        else tf.zeros([0], tf.int32))
+        out, received = _compiled(_ops.ronde_alltoall, tensor, split_values,
+                                  tensor_name=full_name,
+                                  process_set_id=_set_id(process_set, "alltoall"),
+                                  process_set_size=process_set.size())
+        if not tf.executing_eagerly():
+            out.set_shape(_leading_unknown(tensor.shape))
+            received.set_shape([process_set.size()] if process_set.included() else [None])
+        return out, received
 
     def body(array, split_values=None):
         return list(nops.alltoall(array, split_values, full_name, process_set).wait())
@@ -340,6 +404,11 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set,
 def _reducescatter_raw(tensor, name, op, prescale_factor, postscale_factor, process_set):
     _check(tensor, "reducescatter")
     full_name = nops.request_name("reducescatter", name, process_set)
+    if _ops is not None:
+        return _compiled(_ops.ronde_reducescatter, tensor, tensor_name=full_name,
+                         process_set_id=_set_id(process_set, "reducescatter"),
+                         reduce_op=_op_code(op), prescale_factor=_scale(prescale_factor),
+                         postscale_factor=_scale(postscale_factor))
 
     def body(array):
         return nops.reducescatter(array, full_name, op, prescale_factor, postscale_factor,
@@ -386,6 +455,12 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
     for t in inputs:
         _check(t, "grouped_reducescatter")
     base = nops.request_name("grouped_reducescatter", name, process_set)
+    if _ops is not None:
+        outs = [] if not inputs else list(_compiled(
+            _ops.ronde_grouped_reducescatter, inputs, tensor_name=base,
+            process_set_id=_set_id(process_set, "grouped_reducescatter"), reduce_op=_op_code(op),
+            prescale_factor=_scale(prescale_factor), postscale_factor=_scale(postscale_factor)))
+        return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, compressed)]
     names = ["%s.%d" % (base, i) for i in range(len(inputs))]
 
     def body(*arrays):
@@ -401,12 +476,20 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
 
 def join():
     """Horovod's `hvd.join`: marks this rank done (it adds zeros to the others' allreduces
-    until every rank joined); returns the rank that joined last."""
+    until every rank joined); returns the rank that joined last (in a graph, as a tensor)."""
     nops.check_initialized("join")
-    return nops.join().wait()
+    if _ops is None:
+        return nops.join().wait()
+    last = _compiled(_ops.ronde_join, tensor_name=nops.request_name("join", None))
+    return int(last) if tf.executing_eagerly() else last
 
 
 def barrier(process_set=global_process_set):
-    """Horovod's `hvd.barrier`: blocks until every rank of the set has reached it."""
+    """Horovod's `hvd.barrier`: blocks until every rank of the set has reached it (in a
+    graph, when the op runs)."""
     nops.check_initialized("barrier")
-    nops.barrier(process_set).wait()
+    if _ops is None:
+        nops.barrier(process_set).wait()
+        return
+    _compiled(_ops.ronde_barrier, tensor_name=nops.request_name("barrier", None, process_set),
+              process_set_id=_set_id(process_set, "barrier"))

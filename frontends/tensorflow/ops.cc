@@ -1,0 +1,167 @@
+// The ops of ronde.tensorflow: their inputs, outputs, attributes and shapes. Each carries the
+// request's full name (tensor_name, as ronde.tensorflow makes it: every rank must build the
+// same) and its process set. Scale factors are strings holding a double, since TensorFlow's
+// float attributes are 32-bit.
+//
+// The collectives are not marked stateful, as Horovod's are not: inside a tf.function,
+// TensorFlow runs stateful ops one after the other in program order, so each gradient's
+// allreduce would wait for the previous one to complete, nothing would be fused, and ranks
+// that build two collectives in different orders would wait for each other forever. Their
+// outputs are always used (a gradient, a broadcast value); one whose output is unused is
+// pruned, on every rank alike. Join and barrier, which have no inputs, stay stateful: they
+// must run, and in order.
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace ronde::tensorflow_ops {
+namespace {
+
+namespace tf = ::tensorflow;
+using tf::shape_inference::InferenceContext;
+using tf::shape_inference::ShapeHandle;
+
+#define RONDE_TYPES "{uint8, int8, int16, int32, int64, half, bfloat16, float, double, bool}"
+
+// The first dimension unknown (it depends on the other ranks), the rest kept; a scalar counts
+// as one row.
+absl::Status gatheredShape(InferenceContext* c, int index) {
+  ShapeHandle input = c->input(index);
+  if (!c->RankKnown(input)) {
+    c->set_output(index, c->UnknownShape());
+    return absl::OkStatus();
+  }
+  if (c->Rank(input) == 0) {
+    c->set_output(index, c->Vector(InferenceContext::kUnknownDim));
+    return absl::OkStatus();
+  }
+  ShapeHandle output;
+  TF_RETURN_IF_ERROR(c->ReplaceDim(input, 0, c->UnknownDim(), &output));
+  c->set_output(index, output);
+  return absl::OkStatus();
+}
+
+absl::Status sameShapes(InferenceContext* c) {
+  for (int i = 0; i < c->num_inputs(); ++i) c->set_output(i, c->input(i));
+  return absl::OkStatus();
+}
+
+absl::Status gatheredShapes(InferenceContext* c) {
+  for (int i = 0; i < c->num_inputs(); ++i) TF_RETURN_IF_ERROR(gatheredShape(c, i));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("RondeAllreduce")
+    .Attr("T: " RONDE_TYPES)
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: string = '1'")
+    .Attr("postscale_factor: string = '1'")
+    .Input("tensor: T")
+    .Output("reduced: T")
+    .SetShapeFn(sameShapes)
+    .Doc("ronde's allreduce of `tensor` over the ranks of the process set.");
+
+REGISTER_OP("RondeGroupedAllreduce")
+    .Attr("T: list(" RONDE_TYPES ")")
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: string = '1'")
+    .Attr("postscale_factor: string = '1'")
+    .Input("tensors: T")
+    .Output("reduced: T")
+    .SetShapeFn(sameShapes)
+    .Doc("One negotiated, fused group of allreduces; member i is named tensor_name.i.");
+
+REGISTER_OP("RondeAllgather")
+    .Attr("T: " RONDE_TYPES)
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .Input("tensor: T")
+    .Output("gathered: T")
+    .SetShapeFn([](InferenceContext* c) { return gatheredShape(c, 0); })
+    .Doc("Every rank's `tensor` concatenated along the first dimension, in rank order.");
+
+REGISTER_OP("RondeGroupedAllgather")
+    .Attr("T: list(" RONDE_TYPES ")")
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .Input("tensors: T")
+    .Output("gathered: T")
+    .SetShapeFn(gatheredShapes)
+    .Doc("One negotiated group of allgathers; member i is named tensor_name.i.");
+
+REGISTER_OP("RondeBroadcast")
+    .Attr("T: " RONDE_TYPES)
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .Attr("root: int")
+    .Input("tensor: T")
+    .Output("broadcast: T")
+    .SetShapeFn(sameShapes)
+    .Doc("The tensor of the set's member `root` (an index into the set) on every member.");
+
+REGISTER_OP("RondeAlltoall")
+    .Attr("T: " RONDE_TYPES)
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .Attr("process_set_size: int")
+    .Input("tensor: T")
+    .Input("splits: int32")
+    .Output("exchanged: T")
+    .Output("received_splits: int32")
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(gatheredShape(c, 0));
+      c->set_output(1, c->Vector(InferenceContext::kUnknownDim));
+      return absl::OkStatus();
+    })
+    .Doc(
+        "Sends splits[j] first-dimension rows to member j (empty splits: even shares) and "
+        "returns what every member sent this one, with the row count from each.");
+
+REGISTER_OP("RondeReducescatter")
+    .Attr("T: " RONDE_TYPES)
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: string = '1'")
+    .Attr("postscale_factor: string = '1'")
+    .Input("tensor: T")
+    .Output("share: T")
+    .SetShapeFn([](InferenceContext* c) { return gatheredShape(c, 0); })
+    .Doc(
+        "This member's share of the first dimension of the reduction (the first rows % size "
+        "members get one extra row).");
+
+REGISTER_OP("RondeGroupedReducescatter")
+    .Attr("T: list(" RONDE_TYPES ")")
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .Attr("reduce_op: int")
+    .Attr("prescale_factor: string = '1'")
+    .Attr("postscale_factor: string = '1'")
+    .Input("tensors: T")
+    .Output("shares: T")
+    .SetShapeFn(gatheredShapes)
+    .Doc("One negotiated group of reducescatters; member i is named tensor_name.i.");
+
+REGISTER_OP("RondeJoin")
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .Output("last_joined: int32")
+    .SetIsStateful()
+    .SetShapeFn(tf::shape_inference::ScalarShape)
+    .Doc("Marks this rank done until every rank joined; the rank that joined last.");
+
+REGISTER_OP("RondeBarrier")
+    .Attr("tensor_name: string")
+    .Attr("process_set_id: int = 0")
+    .SetIsStateful()
+    .SetShapeFn(tf::shape_inference::NoOutputs)
+    .Doc("Returns once every member of the process set has reached it.");
+
+}  // namespace ronde::tensorflow_ops
