@@ -7,10 +7,17 @@
   .venv-tf/bin/python bench/tf_frontend_bench.py overhead
       per-op cost on one rank (cycle time 0.01 ms): torch, the numpy bridge, TF eager and
       tf.function, and an empty tf.numpy_function for TF's own share.
+  .venv-tf/bin/python bench/tf_frontend_bench.py gradients [ROUNDS]
+      a tf.function step that reduces 100 gradients of 16 KiB through DistributedGradientTape's
+      allreduce_gradients, 2 ranks, on the compiled kernels and on the tf.numpy_function path
+      (RONDE_TENSORFLOW_OPS), the two interleaved round by round; median time per step.
   .venv-tf/bin/python bench/tf_frontend_bench.py keras
-      Keras 3 MLP training throughput (samples/s) on 2 ranks: ronde.keras DistributedOptimizer,
-      tf.distribute.MultiWorkerMirroredStrategy (2 worker processes, ring collectives over
-      gRPC), and one process without communication (for the scaling efficiency).
+      Keras 3 MLP training throughput (samples/s) on 2 ranks: ronde.keras DistributedOptimizer
+      and ronde.tensorflow's DistributedGradientTape on the compiled kernels and on the numpy
+      path, tf.distribute.MultiWorkerMirroredStrategy (2 worker processes, ring collectives
+      over gRPC), and one process without communication (for the scaling efficiency).
+
+The `overhead` and `allreduce` modes measure whichever path RONDE_TENSORFLOW_OPS selects.
 """
 
 import json
@@ -107,6 +114,68 @@ def bench_overhead():
     for label, _ in calls:
         print("| %s | %.0f |" % (label, median(samples[label])))
     hvd_tf.shutdown()
+
+
+# --- many small gradients in one step ------------------------------------------------------
+
+GRADIENTS = 100
+GRADIENT_FLOATS = 4096  # 16 KiB
+
+
+def gradients_worker():
+    """Prints a JSON line: the median seconds of a step reducing GRADIENTS tensors."""
+    import tensorflow as tf
+
+    import ronde.tensorflow as hvd
+    from ronde.tensorflow import compiled_ops
+    from ronde.tensorflow.gradient_tape import allreduce_gradients
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    hvd.init()
+    grads = [tf.fill([GRADIENT_FLOATS], float(i)) for i in range(GRADIENTS)]
+    names = ["grad.%d" % i for i in range(GRADIENTS)]
+    step = tf.function(lambda gs: allreduce_gradients(gs, names))
+    for _ in range(10):
+        step(grads)
+    times = []
+    for _ in range(7):
+        began = time.perf_counter()
+        for _ in range(20):
+            out = step(grads)
+        out[-1].numpy()
+        times.append((time.perf_counter() - began) / 20)
+    seconds = max(hvd.allgather_object(median(times)))
+    if hvd.rank() == 0:
+        print(json.dumps({"compiled": compiled_ops.library() is not None, "seconds": seconds}))
+    hvd.shutdown()
+
+
+def bench_gradients(rounds):
+    py = sys.executable
+    here = os.path.abspath(__file__)
+    ronde = os.path.join(os.path.dirname(py), "ronde")
+    results = {"compiled": [], "python": []}
+    for _ in range(rounds):
+        for ops in results:
+            env = dict(os.environ, RONDE_TENSORFLOW_OPS=ops)
+            out = subprocess.run([ronde, "run", "-np", "2", py, here, "gradients_worker"],
+                                 env=env, capture_output=True, text=True, timeout=600)
+            line = [l for l in out.stdout.splitlines() if '"seconds"' in l]
+            if not line:
+                raise RuntimeError("no result:\n%s\n%s" % (out.stdout, out.stderr))
+            result = json.loads(line[0][line[0].index("{"):])
+            assert result["compiled"] == (ops == "compiled"), result
+            results[ops].append(result["seconds"])
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    compiled, numpy_path = median(results["compiled"]), median(results["python"])
+    ratio = median([p / c for c, p in zip(results["compiled"], results["python"])])
+    print("%d gradients of %d KiB in one tf.function step, 2 ranks, %d rounds (load %s)"
+          % (GRADIENTS, GRADIENT_FLOATS * 4 >> 10, rounds, load))
+    print("| path | ms per step |")
+    print("|---|---:|")
+    print("| compiled kernels | %.2f |" % (compiled * 1e3))
+    print("| tf.numpy_function | %.2f |" % (numpy_path * 1e3))
+    print("| numpy / compiled (median of rounds) | %.2fx |" % ratio)
 
 
 # --- Keras training ---------------------------------------------------------------------------
@@ -252,11 +321,15 @@ def bench_keras(rounds=2):
     py = sys.executable
     here = os.path.abspath(__file__)
     ronde = os.path.join(os.path.dirname(py), "ronde")
-    results = {"ronde": [], "mwms": [], "single": [], "ronde_loop": [], "single_loop": []}
+    results = {"ronde": [], "ronde_numpy": [], "mwms": [], "single": [], "ronde_loop": [],
+               "ronde_loop_numpy": [], "single_loop": []}
     for _ in range(rounds):
-        env = dict(os.environ, KERAS_BACKEND="tensorflow")
+        env = dict(os.environ, KERAS_BACKEND="tensorflow", RONDE_TENSORFLOW_OPS="compiled")
+        numpy_env = dict(env, RONDE_TENSORFLOW_OPS="python")
         results["ronde"].append(_run([[ronde, "run", "-np", "2", py, here, "worker", "ronde"]],
                                      [env]))
+        results["ronde_numpy"].append(_run([[ronde, "run", "-np", "2", py, here, "worker",
+                                             "ronde"]], [numpy_env]))
         ports = [_free_port(), _free_port()]
         cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
         envs = [dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
@@ -266,12 +339,17 @@ def bench_keras(rounds=2):
         results["single"].append(_run([[py, here, "worker", "single"]], [env]))
         results["ronde_loop"].append(_run([[ronde, "run", "-np", "2", py, here, "worker",
                                              "ronde_loop"]], [env]))
+        results["ronde_loop_numpy"].append(_run([[ronde, "run", "-np", "2", py, here, "worker",
+                                                   "ronde_loop"]], [numpy_env]))
         results["single_loop"].append(_run([[py, here, "worker", "single_loop"]], [env]))
     print("| job | samples/s | scaling efficiency (vs 2 x one rank) |")
     print("|---|---|---|")
-    for single_kind, rows in (("single", [("ronde", "model.fit, ronde.keras, 2 ranks")]),
-                              ("single_loop", [("ronde_loop", "tf.function loop, ronde, 2 ranks"),
-                                               ("mwms", "tf.function loop, MWMS, 2 workers")])):
+    for single_kind, rows in (
+            ("single", [("ronde", "model.fit, ronde.keras, 2 ranks, compiled kernels"),
+                        ("ronde_numpy", "model.fit, ronde.keras, 2 ranks, numpy path")]),
+            ("single_loop", [("ronde_loop", "tf.function loop, ronde, 2 ranks, compiled kernels"),
+                             ("ronde_loop_numpy", "tf.function loop, ronde, 2 ranks, numpy path"),
+                             ("mwms", "tf.function loop, MWMS, 2 workers")])):
         single = median(results[single_kind])
         print("| %s, one rank, no communication | %.0f | |" % (
             "model.fit" if single_kind == "single" else "tf.function loop", single))
@@ -289,5 +367,9 @@ if __name__ == "__main__":
         worker(sys.argv[2])
     elif sys.argv[1:2] == ["keras"]:
         bench_keras()
+    elif sys.argv[1:2] == ["gradients"]:
+        bench_gradients(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+    elif sys.argv[1:2] == ["gradients_worker"]:
+        gradients_worker()
     else:
         sys.exit(__doc__)

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 import ronde.tensorflow as hvd
+from ronde.tensorflow import compiled_ops
 
 
 def global_loss(fn, x, w):
@@ -84,3 +85,33 @@ def test_gradient_inside_tf_function():
     total = sum((k + 1) * np.array([1.0, 2.0]) for k in range(n))
     # d/dx_r of the local loss sum(y^2) is the sum over ranks of 2y.
     np.testing.assert_allclose(grad(x).numpy(), 2 * total * n)
+
+
+needs_compiled = pytest.mark.skipif(
+    compiled_ops.library() is None,
+    reason="grouped allgather and reducescatter are differentiable on the compiled kernels")
+
+
+@needs_compiled
+def test_grouped_allgather_gradient_uneven():
+    check_gradient(lambda x: hvd.grouped_allgather([x, 3 * x[:1]])[0] * 2
+                   + tf.reduce_sum(hvd.grouped_allgather([x, 3 * x[:1]])[1]),
+                   lambda k: (k + 1, 2))
+
+
+@needs_compiled
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average], ids=["sum", "average"])
+def test_grouped_reducescatter_gradient(op):
+    n = hvd.size()
+    check_gradient(lambda x: hvd.grouped_reducescatter([x, x * x], op=op,
+                                                       prescale_factor=0.5)[1], (n + 1, 2))
+
+
+@needs_compiled
+def test_reducescatter_gradient_of_another_op_is_refused():
+    x = tf.ones([hvd.size(), 2], tf.float64)
+    with pytest.raises(NotImplementedError, match="Sum and Average"):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = hvd.reducescatter(x, op=hvd.Max)
+        tape.gradient(y, x)

@@ -56,6 +56,16 @@ def add_process_set(process_set):
     return process_set
 
 
+def process_set_by_id(process_set_id):
+    """The registered ProcessSet of an id (0: the global set); ValueError if none has it."""
+    if process_set_id == 0:
+        return global_process_set
+    for process_set in _registered:
+        if process_set.process_set_id == process_set_id:
+            return process_set
+    raise ValueError("no process set has id %r (never added, or removed)" % (process_set_id,))
+
+
 def remove_process_set(process_set) -> bool:
     """Unregisters a process set; every rank must call it. Returns True when it was removed."""
     if process_set.process_set_id in (None, 0):

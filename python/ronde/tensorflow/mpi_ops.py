@@ -18,6 +18,7 @@ Gradients are `tf.custom_gradient`s with Horovod's formulas, the same on both.
 """
 
 import itertools
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -42,7 +43,9 @@ MismatchError = _core.MismatchError
 _SUPPORTED = (tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64, tf.float16, tf.bfloat16,
               tf.float32, tf.float64, tf.bool)
 
-# The compiled kernels' op functions (compiled_ops.library()), or None: the numpy path.
+# The compiled kernels' op functions (compiled_ops.library()), or None: the numpy path. Their
+# ops carry registered gradients (compiled_gradients); the numpy path's raw collectives are
+# wrapped in tf.custom_gradient below instead.
 _ops = compiled_ops.library()
 _scale = compiled_ops.scale_text
 
@@ -129,6 +132,9 @@ def _allreduce_raw(tensor, name, op, prescale_factor, postscale_factor, process_
 
 
 def _allreduce_differentiable(tensor, name, op, prescale_factor, postscale_factor, process_set):
+    if _ops is not None:  # the op's registered gradient
+        return _allreduce_raw(tensor, name, op, prescale_factor, postscale_factor, process_set)
+
     @tf.custom_gradient
     def reduce(x):
         def grad(dy):
@@ -232,7 +238,7 @@ def _grouped_raw(tensors, name, op, prescale_factor, postscale_factor, process_s
 
 
 def _grouped_differentiable(tensors, name, op, prescale_factor, postscale_factor, process_set):
-    if not all(t.dtype.is_floating for t in tensors):
+    if _ops is not None or not all(t.dtype.is_floating for t in tensors):
         return _grouped_raw(tensors, name, op, prescale_factor, postscale_factor, process_set)
 
     @tf.custom_gradient
@@ -266,7 +272,7 @@ def allgather(tensor, name=None, process_set=global_process_set, ignore_name_sco
     (which may differ by rank). Differentiable: the gradient is this rank's rows of the
     summed gradient (Horovod's TensorFlow rule)."""
     tensor = _convert(tensor)
-    if not tensor.dtype.is_floating:
+    if _ops is not None or not tensor.dtype.is_floating:
         return _allgather_raw(tensor, name, process_set)
 
     @tf.custom_gradient
@@ -327,7 +333,7 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set,
     """Horovod's `hvd.broadcast`: root_rank's tensor on every rank (root_rank is a global rank,
     also in a process set). Differentiable: the summed gradient on the root, zero elsewhere."""
     tensor = _convert(tensor)
-    if not tensor.dtype.is_floating:
+    if _ops is not None or not tensor.dtype.is_floating:
         return _broadcast_raw(tensor, root_rank, name, process_set)
 
     @tf.custom_gradient
@@ -384,6 +390,9 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set,
     (gathered tensor, rows received from each rank). Without `splits` the first dimension is
     divided evenly. Differentiable: the gradient is the alltoall back along received splits."""
     tensor = _convert(tensor)
+    if _ops is not None:
+        out, received = _alltoall_raw(tensor, splits, name, process_set)
+        return out, tf.stop_gradient(received)
     if not tensor.dtype.is_floating:
         return _alltoall_raw(tensor, splits, name, process_set)
 
@@ -427,7 +436,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
     op = nops.check_op(op)
     tensor = _convert(tensor)
     compressed, context = compression.compress(tensor)
-    if not compressed.dtype.is_floating or op not in (Sum, Average):
+    if _ops is not None or not compressed.dtype.is_floating or op not in (Sum, Average):
         out = _reducescatter_raw(compressed, name, op, prescale_factor, postscale_factor,
                                  process_set)
         return compression.decompress(out, context)
@@ -493,3 +502,8 @@ def barrier(process_set=global_process_set):
         return
     _compiled(_ops.ronde_barrier, tensor_name=nops.request_name("barrier", None, process_set),
               process_set_id=_set_id(process_set, "barrier"))
+
+
+if _ops is not None:
+    from ronde.tensorflow import compiled_gradients
+    compiled_gradients.register(sys.modules[__name__])
