@@ -22,6 +22,13 @@ using tf::shape_inference::InferenceContext;
 using tf::shape_inference::ShapeHandle;
 
 #define RONDE_TYPES "{uint8, int8, int16, int32, int64, half, bfloat16, float, double, bool}"
+// Every op's request: its full name and process set.
+#define RONDE_REQUEST_ATTRS .Attr("tensor_name: string").Attr("process_set_id: int = 0")
+// The reducing ops' ReduceOp code and scale factors.
+#define RONDE_REDUCTION_ATTRS                                   \
+  .Attr("reduce_op: int")                                       \
+  .Attr("prescale_factor: string = '1'")                        \
+  .Attr("postscale_factor: string = '1'")
 
 // The first dimension unknown (it depends on the other ranks), the rest kept; a scalar counts
 // as one row.
@@ -55,11 +62,8 @@ absl::Status gatheredShapes(InferenceContext* c) {
 
 REGISTER_OP("RondeAllreduce")
     .Attr("T: " RONDE_TYPES)
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: string = '1'")
-    .Attr("postscale_factor: string = '1'")
+    RONDE_REQUEST_ATTRS
+    RONDE_REDUCTION_ATTRS
     .Input("tensor: T")
     .Output("reduced: T")
     .SetShapeFn(sameShapes)
@@ -67,11 +71,8 @@ REGISTER_OP("RondeAllreduce")
 
 REGISTER_OP("RondeGroupedAllreduce")
     .Attr("T: list(" RONDE_TYPES ")")
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: string = '1'")
-    .Attr("postscale_factor: string = '1'")
+    RONDE_REQUEST_ATTRS
+    RONDE_REDUCTION_ATTRS
     .Input("tensors: T")
     .Output("reduced: T")
     .SetShapeFn(sameShapes)
@@ -79,8 +80,7 @@ REGISTER_OP("RondeGroupedAllreduce")
 
 REGISTER_OP("RondeAllgather")
     .Attr("T: " RONDE_TYPES)
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
+    RONDE_REQUEST_ATTRS
     .Input("tensor: T")
     .Output("gathered: T")
     .SetShapeFn([](InferenceContext* c) { return gatheredShape(c, 0); })
@@ -88,8 +88,7 @@ REGISTER_OP("RondeAllgather")
 
 REGISTER_OP("RondeGroupedAllgather")
     .Attr("T: list(" RONDE_TYPES ")")
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
+    RONDE_REQUEST_ATTRS
     .Input("tensors: T")
     .Output("gathered: T")
     .SetShapeFn(gatheredShapes)
@@ -97,8 +96,7 @@ REGISTER_OP("RondeGroupedAllgather")
 
 REGISTER_OP("RondeBroadcast")
     .Attr("T: " RONDE_TYPES)
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
+    RONDE_REQUEST_ATTRS
     .Attr("root: int")
     .Input("tensor: T")
     .Output("broadcast: T")
@@ -107,8 +105,7 @@ REGISTER_OP("RondeBroadcast")
 
 REGISTER_OP("RondeAlltoall")
     .Attr("T: " RONDE_TYPES)
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
+    RONDE_REQUEST_ATTRS
     .Attr("process_set_size: int")
     .Input("tensor: T")
     .Input("splits: int32")
@@ -125,11 +122,8 @@ REGISTER_OP("RondeAlltoall")
 
 REGISTER_OP("RondeReducescatter")
     .Attr("T: " RONDE_TYPES)
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: string = '1'")
-    .Attr("postscale_factor: string = '1'")
+    RONDE_REQUEST_ATTRS
+    RONDE_REDUCTION_ATTRS
     .Input("tensor: T")
     .Output("share: T")
     .SetShapeFn([](InferenceContext* c) { return gatheredShape(c, 0); })
@@ -139,27 +133,22 @@ REGISTER_OP("RondeReducescatter")
 
 REGISTER_OP("RondeGroupedReducescatter")
     .Attr("T: list(" RONDE_TYPES ")")
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: string = '1'")
-    .Attr("postscale_factor: string = '1'")
+    RONDE_REQUEST_ATTRS
+    RONDE_REDUCTION_ATTRS
     .Input("tensors: T")
     .Output("shares: T")
     .SetShapeFn(gatheredShapes)
     .Doc("One negotiated group of reducescatters; member i is named tensor_name.i.");
 
 REGISTER_OP("RondeJoin")
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
+    RONDE_REQUEST_ATTRS
     .Output("last_joined: int32")
     .SetIsStateful()
     .SetShapeFn(tf::shape_inference::ScalarShape)
     .Doc("Marks this rank done until every rank joined; the rank that joined last.");
 
 REGISTER_OP("RondeBarrier")
-    .Attr("tensor_name: string")
-    .Attr("process_set_id: int = 0")
+    RONDE_REQUEST_ATTRS
     .SetIsStateful()
     .SetShapeFn(tf::shape_inference::NoOutputs)
     .Doc("Returns once every member of the process set has reached it.");
