@@ -14,7 +14,8 @@ Two mechanisms (see docs/frontends.md), one API:
   any waiting one, so that no inter-op thread blocks while another rank still waits for this
   rank to submit.
 
-Gradients are `tf.custom_gradient`s with Horovod's formulas, the same on both.
+Gradients follow Horovod's formulas on both: registered with TensorFlow for the compiled ops
+(compiled_gradients), `tf.custom_gradient`s around the numpy path's.
 """
 
 import itertools
