@@ -52,7 +52,7 @@ TEST(DeviceCommRuntime, AllreduceEveryDtypeAndOpOneTensorAtATime) {
 
 TEST(DeviceCommRuntime, AllreduceEveryDtypeAndOpFused) {
   runDeviceRanks(
-      ncclSettings(),
+      fusingSettings(ncclSettings()),
       [](DeviceWorld& world, RuntimeContext& ctx) {
         allreduceEverything(world, ctx);
         requireNoStagingBeyondInt16(world, "fused allreduce");

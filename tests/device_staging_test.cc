@@ -30,7 +30,7 @@ TEST(DeviceRuntime, AllreduceEveryDtypeAndOpOneTensorAtATime) {
 }
 
 TEST(DeviceRuntime, AllreduceEveryDtypeAndOpFused) {
-  runDeviceRanks(stagingSettings(), [](DeviceWorld& world, RuntimeContext& ctx) {
+  runDeviceRanks(fusingSettings(stagingSettings()), [](DeviceWorld& world, RuntimeContext& ctx) {
     allreduceEverything(world, ctx);
     REQUIRE(world.runtime->stats().collectives < world.runtime->stats().responses,
             "some tensors were fused");

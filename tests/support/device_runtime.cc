@@ -119,6 +119,11 @@ Settings stagingSettings() {
   return s;
 }
 
+Settings fusingSettings(Settings s) {
+  s.cycle_time_ms = 100;
+  return s;
+}
+
 DeviceRanks slowDeviceRanks() {
   DeviceRanks ranks;
   ranks.options = slowCopies();

@@ -36,6 +36,12 @@ using DeviceBody = std::function<void(DeviceWorld& world, RuntimeContext& ctx)>;
 // several chunks.
 Settings stagingSettings();
 
+// `s` with a cycle time (100 ms) far longer than enqueueing allreduceEverything's requests
+// takes, even under sanitizers on a loaded machine: after the first cycle (started at once
+// on an idle runtime) every pair of tensors of one dtype and op is ready in the same cycle on
+// every rank, so a test can require that some were fused.
+Settings fusingSettings(Settings s);
+
 struct DeviceRanks {
   int size = 2;
   std::vector<std::string> hosts;  // forced host of each rank (RankSpec::hosts); empty: one
