@@ -18,11 +18,15 @@ import pytest
 import torch
 
 from elastic_job import HERE, ElasticJob, HostsFile, worker_python
-from replay import Replay, max_difference, world_schedule
+from replay import Replay, max_difference, replays, world_schedule
 
 HOSTS = ["127.0.0.%d:1" % i for i in range(1, 5)]
 FAULT_WORKER = os.path.join(HERE, "fault_worker.py")
-# Rounding only: the allreduce sums in another order than the replay's single batch.
+# Rounding only: the allreduce sums in another order than the replay's single batch. Near a
+# ReLU that a sample barely crosses, that order decides the side (the schedule
+# [(4, 0), (3, 16), (4, 36)] of test_host_flaps lands 0.004 off the one-batch replay, and on
+# the rank-order or the reverse-order replay to rounding, as the ranks' sums ran): the job is
+# held to the nearest of replay.replays().
 TOLERANCE = 1e-4
 
 
@@ -71,21 +75,24 @@ def finish_and_compare(job, tmp_path, epochs, final_size, survivors):
     found, _ = worlds(job)
     schedule = world_schedule(found)
     assert schedule[-1][0] == final_size, (schedule, job.output())
-    expected = Replay(epochs).run(schedule)
     finals = [torch.load(path) for path in glob.glob(os.path.join(str(tmp_path), "final-*.pt"))]
     finished = [final for final in finals if final["epoch"] == epochs]
     assert len(finished) == final_size, job.output()
-    for final in finished:
-        difference = max_difference(final["params"], expected)
-        assert difference < TOLERANCE, "parameters differ from the replay of %s by %g\n%s" % (
-            schedule, difference, job.output())
+    tried = []
+    for order, expected in replays(epochs, schedule):
+        difference = max(max_difference(final["params"], expected) for final in finished)
+        tried.append("%s %g" % (order, difference))
+        if difference < TOLERANCE:
+            break
+    assert difference < TOLERANCE, "parameters differ from every replay of %s: %s\n%s" % (
+        schedule, ", ".join(tried), job.output())
     # The comparison tells worlds apart: had the last world had one rank more, the
     # parameters would be far outside the tolerance.
     other = schedule[:-1] + [(schedule[-1][0] + 1, schedule[-1][1])]
     wrong = Replay(epochs).run(other)
     wrong_by = max_difference(finished[0]["params"], wrong)
-    print("schedule %s: off the replay by %g, off a world of one rank more by %g"
-          % (schedule, difference, wrong_by))
+    print("schedule %s: off the replay (%s) by %g, off a world of one rank more by %g"
+          % (schedule, order, difference, wrong_by))
     assert wrong_by > 100 * TOLERANCE, schedule
     return schedule
 
