@@ -179,18 +179,23 @@ def _ten_layer_loss(layers, x):
     return tf.reduce_sum(y)
 
 
+def _ten_layer_tape_step(layers):
+    """A tf.function: the averaged gradients of _ten_layer_loss through DistributedGradientTape."""
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            loss = _ten_layer_loss(layers, x)
+        return hvd.DistributedGradientTape(tape).gradient(loss, layers)
+    return step
+
+
 @pytest.mark.skipif(compiled_ops.library() is None, reason="the numpy path is in use")
 def test_tape_runs_one_asynchronous_compiled_op_per_gradient():
     """With the compiled kernels each gradient is one asynchronous RondeAllreduce: it submits
     as the backward pass produces its gradient and blocks no thread, so no split is needed,
     and no Python runs in the step."""
     layers = _ten_layers()
-
-    @tf.function
-    def step(x):
-        with tf.GradientTape() as tape:
-            loss = _ten_layer_loss(layers, x)
-        return hvd.DistributedGradientTape(tape).gradient(loss, layers)
+    step = _ten_layer_tape_step(layers)
     x = tf.ones([2, 4]) * (hvd.rank() + 1)
     kinds = [op.type for op in step.get_concrete_function(x).graph.get_operations()]
     assert kinds.count("RondeAllreduce") == 10, kinds
@@ -223,12 +228,7 @@ def test_tape_submits_every_gradient_before_waiting_for_any(monkeypatch):
     monkeypatch.setattr(numpy_ops, "allreduce", recording_submit)
     monkeypatch.setattr(numpy_ops.Pending, "wait", recording_wait)
     layers = _ten_layers()
-
-    @tf.function
-    def step(x):
-        with tf.GradientTape() as tape:
-            loss = _ten_layer_loss(layers, x)
-        return hvd.DistributedGradientTape(tape).gradient(loss, layers)
+    step = _ten_layer_tape_step(layers)
     grads = step(tf.ones([2, 4]) * (hvd.rank() + 1))
     kinds = [kind for kind, _ in events]
     assert kinds.count("submit") == 10 and kinds.count("wait") == 10
