@@ -12,9 +12,8 @@
 //   emulated_nccl.cc          NCCL's API: communicators and collectives, run on the stream by a
 //                             host Communicator of ronde's (TCP on loopback) among the ranks
 //                             (emulated_nccl_comm.{h,cc});
-//   emulated_batched_copy.cc  the fusion kernel: the host reference (batched_copy_reference.cc,
-//                             which the real kernel is tested against bit for bit on a GPU)
-//                             run on the stream.
+//   emulated_batched_copy.cc  the fusion kernel: its own body (src/cuda/batched_copy_kernel.h)
+//                             run on the stream for every block and thread of each launch.
 // What a GPU would fault on, the emulation refuses: copies whose kind disagrees with where
 // the memory is, kernels and NCCL calls on pageable memory or on another GPU's, two ranks of
 // one NCCL communicator on one GPU. Device memory starts filled with 0xA5, as a real GPU's is
