@@ -23,6 +23,13 @@
 #else
 #define RONDE_HOST_DEVICE
 #endif
+// The device pass unrolls the per-thread loops; host compilers (the emulation, and nvcc's host
+// pass over the same function) do not know the pragma.
+#if defined(__CUDA_ARCH__)
+#define RONDE_UNROLL _Pragma("unroll")
+#else
+#define RONDE_UNROLL
+#endif
 
 namespace ronde::cuda::kernel {
 
@@ -159,12 +166,12 @@ RONDE_HOST_DEVICE inline void copyThread(const LaunchTable& table, const Convert
   Dst* __restrict__ dst = static_cast<Dst*>(segment.dst);
   const uint64_t base = (block - segment.first_block) * kElementsPerBlock + thread;
   Src values[kElementsPerThread];
-#pragma unroll
+  RONDE_UNROLL
   for (uint32_t k = 0; k < kElementsPerThread; ++k) {
     const uint64_t i = base + uint64_t{k} * kThreadsPerBlock;
     if (i < segment.count) values[k] = src[i];
   }
-#pragma unroll
+  RONDE_UNROLL
   for (uint32_t k = 0; k < kElementsPerThread; ++k) {
     const uint64_t i = base + uint64_t{k} * kThreadsPerBlock;
     if (i < segment.count) dst[i] = convert(values[k]);
