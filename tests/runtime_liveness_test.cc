@@ -22,37 +22,18 @@
 #include "runtime/liveness_monitor.h"
 #include "support/runtime_harness.h"
 #include "support/runtime_harness_require.h"
+#include "support/stopped_rank_checks.h"
 
 namespace ronde::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Request allreduceOf(const std::string& name, std::shared_ptr<Tensor> t) {
-  Request r;
-  r.name = name;
-  r.input = r.output = t;
-  return r;
-}
-
-std::string thisHost() {
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-// True once /proc says the process is stopped (state T).
-bool isStopped(pid_t pid) {
-  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
 }
 
 // Segments named after `pid` (the local rank 0 that created its host's arena).
@@ -88,16 +69,6 @@ std::vector<ChildOutcome> runJob(const RankSpec& spec, const Settings& settings,
   });
 }
 
-void expectKilledAndOthersPassed(const std::vector<ChildOutcome>& outcomes, int killed) {
-  for (const ChildOutcome& o : outcomes) {
-    if (o.rank == killed) {
-      EXPECT_EQ(o.signal, SIGKILL) << "rank " << o.rank << " (the stopped one): " << o.message;
-    } else {
-      EXPECT_EQ(o.exit_code, 0) << "rank " << o.rank << " failed: " << o.message;
-    }
-  }
-}
-
 void publishPid(RuntimeContext& ctx) {
   ctx.store->setString("test/pid/" + std::to_string(ctx.rank), std::to_string(::getpid()));
 }
@@ -105,24 +76,6 @@ void publishPid(RuntimeContext& ctx) {
 pid_t pidOf(RuntimeContext& ctx, int rank) {
   return static_cast<pid_t>(std::stol(
       ctx.store->getString("test/pid/" + std::to_string(rank), std::chrono::seconds(20))));
-}
-
-// The handle must fail with kPeerLost naming `silent` and its host, within the liveness
-// timeout and a few seconds (the collective timeout is 60 s: only liveness can be that quick).
-void requirePeerLost(Handle& handle, int silent, const std::string& host) {
-  bool lost = false;
-  std::string what;
-  try {
-    handle.wait(std::chrono::seconds(8));  // 2 s of liveness timeout and 6 s of slack
-    what = "the request succeeded";
-  } catch (const Error& e) {
-    what = std::string(errorCodeName(e.code())) + ": " + e.what();
-    lost = e.code() == ErrorCode::kPeerLost;
-  }
-  const std::string named =
-      "rank " + std::to_string(silent) + " on host " + host + " has not answered";
-  REQUIRE(lost && what.find(named) != std::string::npos,
-          "expected kPeerLost naming '" << named << "', got " << what);
 }
 
 // Allreduce after allreduce of `big` until one fails: `victim` loops until it is stopped (and
