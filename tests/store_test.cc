@@ -1,6 +1,7 @@
 // The three stores share one contract, so most tests run against each kind; the TCP server's
 // own duties (ports, secrets, many clients, late start) follow at the end.
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -422,6 +423,54 @@ TEST(TcpStoreServer, BindsToAnExplicitAddressOnly) {
   EXPECT_GT(server.port(), 0);
   EXPECT_THROW(TcpStoreServer("127.0.0.1", server.port(), ""), Error);  // port in use
   EXPECT_THROW(TcpStoreServer("no-such-host.invalid", 0, ""), Error);
+}
+
+// A server whose process is stopped answers nothing (the kernel still holds its connections):
+// abandon() must end the call waiting on it at once, and refuse every later call.
+TEST(TcpStoreServer, AbandonEndsTheCallWaitingOnAStoppedServerAndEveryLaterOne) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t server_pid = ::fork();
+  ASSERT_GE(server_pid, 0);
+  if (server_pid == 0) {
+    TcpStoreServer server("127.0.0.1", 0, "secret");
+    const int port = server.port();
+    (void)!::write(pipe_fds[1], &port, sizeof(port));
+    for (;;) ::pause();  // until the test kills it
+  }
+  int port = 0;
+  ASSERT_EQ(::read(pipe_fds[0], &port, sizeof(port)), ssize_t(sizeof(port)));
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  auto store = makeTcpStore("127.0.0.1", port, "secret", 2000ms);
+  EXPECT_EQ(store->add("beats", 1), 1);
+
+  ::kill(server_pid, SIGSTOP);
+  std::atomic<int> code{-1};
+  std::thread waiter([&] {
+    try {
+      store->add("beats", 1);  // no answer: its own bound is 10 s
+      code = 0;
+    } catch (const Error& error) {
+      code = static_cast<int>(error.code());
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(code.load(), -1) << "the call should still be waiting on the stopped server";
+  const auto start = std::chrono::steady_clock::now();
+  PrefixStore(store, "job").abandon();  // as the runtime does it: through the wrappers
+  waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2000ms);
+  EXPECT_EQ(code.load(), static_cast<int>(ErrorCode::kPeerLost));
+  try {
+    store->tryGet("beats", nullptr);
+    ADD_FAILURE() << "a call after abandon() succeeded";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kPeerLost);
+    EXPECT_NE(std::string(error.what()).find("given up"), std::string::npos) << error.what();
+  }
+  ::kill(server_pid, SIGKILL);
+  ::waitpid(server_pid, nullptr, 0);
 }
 
 }  // namespace

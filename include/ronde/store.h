@@ -28,6 +28,11 @@ class Store {
   // Atomically adds `delta` to the integer stored at key (missing = 0); returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   virtual void erase(const std::string& key) = 0;
+  // Gives up on the store's server, known to be frozen or gone (the liveness monitor's verdict
+  // on the rank that serves it): a call waiting for it and every later call throw
+  // Error(kPeerLost) at once instead of waiting out their timeouts. Stores without a server to
+  // wait for ignore it; wrappers pass it on.
+  virtual void abandon() {}
 
   // Convenience for text values.
   void setString(const std::string& key, const std::string& value);
@@ -44,6 +49,7 @@ class PrefixStore : public Store {
   bool tryGet(const std::string& key, Bytes* value) override;
   int64_t add(const std::string& key, int64_t delta) override;
   void erase(const std::string& key) override;
+  void abandon() override { inner_->abandon(); }
 
  private:
   std::string full(const std::string& key) const { return prefix_ + "/" + key; }

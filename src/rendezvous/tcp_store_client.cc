@@ -1,6 +1,9 @@
 // Client of TcpStoreServer: one connection, one request in flight at a time (a mutex around
 // each request/response), every wait bounded by a deadline.
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "common/secret_handshake.h"
@@ -66,6 +69,14 @@ class TcpStore : public Store {
 
   void erase(const std::string& key) override { call(Op::kErase, key, "", 0, requestDeadline()); }
 
+  // Shuts the connection down under the request in flight (its poll wakes, its recv reads the
+  // end of the stream), or under the handshake of a connect in progress; later calls throw.
+  void abandon() override {
+    abandoned_.store(true);
+    std::lock_guard<std::mutex> lock(fd_mutex_);
+    if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
+  }
+
  private:
   Clock::time_point requestDeadline() const {
     return Clock::now() + std::max<Clock::duration>(connect_timeout_, kMinRequestTimeout);
@@ -75,6 +86,9 @@ class TcpStore : public Store {
   std::pair<Status, std::string> call(Op op, const std::string& key, const std::string& value,
                                       uint64_t argument, Clock::time_point deadline) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (abandoned_.load()) {
+      throw makeError(ErrorCode::kPeerLost, where_, " was given up: its server stopped answering");
+    }
     if (lost_) throw makeError(ErrorCode::kPeerLost, "lost connection to ", where_, " earlier");
     // A request abandoned at its deadline leaves a late reply on the old connection, so that
     // connection was dropped; start afresh rather than read someone else's answer.
@@ -93,25 +107,41 @@ class TcpStore : public Store {
       }
       return {status, std::move(payload)};
     } catch (const Error& error) {
-      if (error.code() == ErrorCode::kTimeout) fd_.reset();
+      if (error.code() == ErrorCode::kTimeout) resetFd();
       if (error.code() == ErrorCode::kPeerLost) {
-        fd_.reset();
+        resetFd();
         lost_ = true;
       }
       throw;
     }
   }
 
+  void resetFd() {
+    std::lock_guard<std::mutex> lock(fd_mutex_);
+    fd_.reset();
+  }
+
   // The server may start after its clients: refused connections are retried until the
   // connect timeout. A wrong secret is not retried: it will not get any better.
+  // The socket is fd_ from before its handshake, so that abandon() reaches a server that
+  // accepted (the kernel does that for a stopped process) but never answers.
   void connect() {
     UniqueFd fd =
         connectTcp(host_, port_, Deadline::after(connect_timeout_),
                    where_ + " within " + std::to_string(connect_timeout_.count()) + " ms");
-    authenticateConnection(
-        fd.get(), secret_, /*is_server=*/false,
-        Clock::now() + std::max<Clock::duration>(connect_timeout_, kMinRequestTimeout), where_);
-    fd_ = std::move(fd);
+    {
+      std::lock_guard<std::mutex> lock(fd_mutex_);
+      fd_ = std::move(fd);
+      if (abandoned_.load()) ::shutdown(fd_.get(), SHUT_RDWR);
+    }
+    try {
+      authenticateConnection(
+          fd_.get(), secret_, /*is_server=*/false,
+          Clock::now() + std::max<Clock::duration>(connect_timeout_, kMinRequestTimeout), where_);
+    } catch (...) {
+      resetFd();
+      throw;
+    }
   }
 
   void sendAll(const std::string& data, Clock::time_point deadline) {
@@ -131,8 +161,12 @@ class TcpStore : public Store {
   const std::string where_;  // "rendezvous store at host:port", for every message
 
   std::mutex mutex_;  // one request/response at a time on fd_
-  UniqueFd fd_;       // guarded by mutex_; empty after a timed-out request
+  // Written under mutex_ and fd_mutex_ both (so a call holding mutex_ may read it), read by
+  // abandon() under fd_mutex_ alone; empty after a timed-out request.
+  UniqueFd fd_;
+  std::mutex fd_mutex_;
   bool lost_ = false;  // guarded by mutex_; the server went away, every later call fails
+  std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace

@@ -27,6 +27,7 @@ class WatchedStore : public Store {
   bool tryGet(const std::string& key, Bytes* value) final;
   int64_t add(const std::string& key, int64_t delta) final;
   void erase(const std::string& key) final;
+  void abandon() final { inner_->abandon(); }
 
  protected:
   WatchedStore(std::shared_ptr<Store> inner, Duration check_interval);
