@@ -563,7 +563,7 @@ void RuntimeImpl::onPeerSilent(int rank, double seconds) {
   message << "rank " << rank << " on host " << comms_->world().host(rank)
           << " has not answered for " << std::fixed << std::setprecision(1) << seconds
           << " s (stopped or wedged; noticed by rank " << rank_
-          << ", RONDE_LIVENESS_TIMEOUT_SECONDS is " << std::defaultfloat
+          << ", RONDE_LIVENESS_TIMEOUT_SECONDS is " << std::defaultfloat << std::setprecision(6)
           << settings_.liveness_timeout_seconds << ")";
   {
     std::lock_guard<std::mutex> lock(mutex_);
