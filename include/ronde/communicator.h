@@ -33,6 +33,10 @@ struct CommOptions {
   int rank = 0;
   int size = 1;
   std::shared_ptr<Store> store;  // rendezvous; required when size > 1
+  // The world rank whose process serves `store` (rank 0 under mpirun and srun without
+  // `ronde run`), so that a store that stops answering is that rank stopping; -1: served apart
+  // from the ranks (the launcher, a store of the user's).
+  int store_server_rank = -1;
   std::string hostname;          // host identity; empty: gethostname()
   std::string interface;         // address or interface name for TCP listening sockets
   std::string secret;            // job secret for data connections; empty: no check
@@ -206,6 +210,8 @@ class Communicator {
   // The rendezvous store the ranks met through (null for one rank): a control path off the
   // data plane, used by the runtime's liveness heartbeats.
   virtual std::shared_ptr<Store> store() const { return nullptr; }
+  // CommOptions::store_server_rank: the world rank that serves store(), or -1.
+  virtual int storeServerRank() const { return -1; }
 
   // Whether setTuning works: false for backends whose algorithms are not ronde's (MPI).
   virtual bool tunable() const { return false; }

@@ -86,6 +86,7 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
     Duration timeout(static_cast<int64_t>(s.start_timeout_seconds * 1000));
     if (!launcher.name.empty()) {
       options.store = selfServedStore(s, launcher, &server, &port_file);
+      options.store_server_rank = 0;
     } else if (!s.store_address.empty()) {
       std::string host;
       int port = 0;

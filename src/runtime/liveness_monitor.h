@@ -25,10 +25,21 @@
 // client, which sends one request at a time: nobody may hold it in a long blocking get() while
 // the runtime runs, or this rank's beats wait too.
 //
-// Threads: the constructor starts the thread; stop() (or the destructor) joins it. on_silent
-// and on_failed run on the monitor's thread; after either, the monitor only beats.
+// Except where a rank serves the store itself (`store_server_rank`: rank 0 under mpirun or
+// srun without `ronde run`): stopping that rank stops the store, every round then waits on it,
+// and no counter is read at all. So there a second thread, the store watch, judges the store:
+// when it has answered none of the monitor's requests for `timeout` while the watch itself was
+// awake throughout (a process that was itself stopped or starved judges nothing), the serving
+// rank is reported through `on_silent` and the store abandoned (Store::abandon), which frees
+// the round waiting on it and lets the abort that follows skip the store instead of waiting
+// out its request timeouts. A store that closes (the job ending) ends the watch unreported.
+//
+// Threads: the constructor starts the thread (and the store watch); stop() (or the destructor)
+// joins them. on_silent and on_failed run on either; there is one report per monitor, after
+// which the monitor only beats.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -55,9 +66,10 @@ class LivenessMonitor {
   // How many ranks each rank watches (fewer where the job has fewer peers).
   static constexpr int kWatched = 2;
 
-  // `store` holds the heartbeats and the job's failure record (the world communicator's).
+  // `store` holds the heartbeats and the job's failure record (the world communicator's);
+  // `store_server_rank` serves it (-1: no rank does).
   LivenessMonitor(std::shared_ptr<Store> store, int rank, int size, double timeout_seconds,
-                  OnSilent on_silent, OnFailed on_failed);
+                  OnSilent on_silent, OnFailed on_failed, int store_server_rank = -1);
   ~LivenessMonitor();
   LivenessMonitor(const LivenessMonitor&) = delete;
   LivenessMonitor& operator=(const LivenessMonitor&) = delete;
@@ -82,6 +94,12 @@ class LivenessMonitor {
   void loop();
   // One beat, then one read of each watched peer and of the failure record (until a report).
   void round();
+  // The store watch's loop (only where another rank serves the store), and what it reads: the
+  // time of the store's last answer.
+  void watchStore();
+  void noteAnswer();
+  // True for the one caller that may report.
+  bool claimReport() { return !reported_.exchange(true); }
 
   std::shared_ptr<Store> store_;
   const int rank_;
@@ -90,13 +108,19 @@ class LivenessMonitor {
   OnSilent on_silent_;
   OnFailed on_failed_;
   std::vector<Peer> peers_;  // the watched ranks; monitor thread only
-  bool reported_ = false;    // monitor thread only: one report per monitor
+  std::atomic<bool> reported_{false};  // one report per monitor
+  const int store_server_;             // the rank the store watch judges; -1: no watch
+  // When the store last answered one of this monitor's requests (Clock ticks since its epoch):
+  // a store slow to answer each is not a stopped one.
+  std::atomic<Clock::rep> answered_at_;
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  bool stop_ = false;  // guarded by mutex_
+  bool stop_ = false;         // guarded by mutex_
+  bool store_gone_ = false;   // guarded by mutex_: its server closed (the job is ending)
 
-  std::thread thread_;  // last: starts once everything above is set
+  std::thread thread_;       // after everything above is set: they start last
+  std::thread store_watch_;
 };
 
 }  // namespace ronde::runtime

@@ -105,7 +105,7 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
     liveness_ = std::make_unique<LivenessMonitor>(
         comms_->world().store(), rank_, size_, settings.liveness_timeout_seconds,
         [this](int rank, double seconds) { onPeerSilent(rank, seconds); },
-        [this](const Error& first) { onJobFailed(first); });
+        [this](const Error& first) { onJobFailed(first); }, comms_->world().storeServerRank());
   }
   thread_ = std::thread([this] { backgroundLoop(); });
 }

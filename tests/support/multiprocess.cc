@@ -53,6 +53,7 @@ std::unique_ptr<Communicator> makeCommunicator(const RankSpec& spec, int rank, i
   if (spec.shm_chunk_bytes > 0) options.shm_chunk_bytes = spec.shm_chunk_bytes;
   if (spec.small_allreduce_bytes >= 0) options.small_allreduce_bytes = spec.small_allreduce_bytes;
   options.shm_direct_read = spec.shm_direct_read;
+  options.store_server_rank = spec.store_server_rank;
   return Communicator::create(options);
 }
 

@@ -25,6 +25,9 @@ struct RankSpec {
   int64_t small_allreduce_bytes = -1;      // -1: default
   std::optional<bool> shm_direct_read;     // CommOptions::shm_direct_read
   std::string secret;
+  // CommOptions::store_server_rank in the children, for bodies that serve their store
+  // themselves (as rank 0 does under mpirun); -1: the test's own store process serves it.
+  int store_server_rank = -1;
 };
 
 struct ChildOutcome {

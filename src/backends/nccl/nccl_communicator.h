@@ -63,6 +63,7 @@ class NcclCommunicator final : public Communicator {
   void abort(ErrorCode code, const std::string& reason) override;
   bool aborted() const override { return aborted_.load(); }
   std::shared_ptr<Store> store() const override { return options_.store; }
+  int storeServerRank() const override { return options_.store_server_rank; }
   std::string transportName() const override { return "nccl"; }
 
   int device() const { return device_; }
