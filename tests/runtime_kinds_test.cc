@@ -464,7 +464,7 @@ TEST(RuntimeKinds, ReducescattersFuseAndEveryShareMatchesTheReference) {
             std::vector<int64_t> shape{sp.rows};
             if (sp.cols > 0) shape.push_back(sp.cols);
             auto t = std::make_shared<HostTensor>(sp.type, shape);
-            for (int64_t e = 0; e < t->numel(); ++e) {
+            for (int64_t e = 0; e < static_cast<int64_t>(t->numel()); ++e) {
               const double v = value(k, ctx.rank, e);
               if (sp.type == DataType::kFloat32) t->as<float>()[e] = static_cast<float>(v);
               if (sp.type == DataType::kFloat64) t->as<double>()[e] = v;
@@ -503,7 +503,8 @@ TEST(RuntimeKinds, ReducescattersFuseAndEveryShareMatchesTheReference) {
             const int64_t my_rows = sp.rows / n + (ctx.rank < sp.rows % n);
             Tensor& out = *handles[k]->output();
             REQUIRE(out.shape()[0] == my_rows, "tensor " << k << " rows " << out.shape()[0]);
-            REQUIRE(out.numel() == my_rows * row, "tensor " << k << " size " << out.numel());
+            REQUIRE(static_cast<int64_t>(out.numel()) == my_rows * row,
+                    "tensor " << k << " size " << out.numel());
             for (int64_t i = 0; i < my_rows * row; ++i) {
               const int64_t e = first_row * row + i;
               double want = sp.op == ReduceOp::kMax ? -1e300 : 0.0;

@@ -121,7 +121,7 @@ std::vector<SshProbeResult> probeHosts(const std::vector<std::string>& hosts,
     probe.result.host = host;
     SpawnRequest request{
         sshArgv(options, host, std::string("echo \"$SSH_CONNECTION\"; ") + cpuTopologyCommand()),
-        environment, false};
+        environment, false, {}};
     probe.child = std::make_unique<ChildProcess>(ChildProcess::spawn(request));
     probe.out = probe.child->takeStdout();
     probe.err = probe.child->takeStderr();
