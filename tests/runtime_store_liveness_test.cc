@@ -151,7 +151,7 @@ bool waitFor(const std::function<bool()>& done, Clock::duration limit) {
 // up, and every monitor stops at once instead of waiting on it. Rank 0 reports nobody.
 TEST(LivenessStoreWatch, ReportsTheServingRankWhenTheStoreStopsAnswering) {
   StoreServer server;
-  Job job(server, 3, 0.5);
+  Job job(server, 3, 1.0);
   std::this_thread::sleep_for(1500ms);
   EXPECT_EQ(job.total(), 0) << "a report while the store answered";
   const auto stopped_at = Clock::now();
@@ -159,11 +159,11 @@ TEST(LivenessStoreWatch, ReportsTheServingRankWhenTheStoreStopsAnswering) {
   ASSERT_TRUE(waitFor([&] { return job.of(1).count > 0 && job.of(2).count > 0; }, 10s))
       << "ranks 1 and 2 did not both report";
   const double took = std::chrono::duration<double>(Clock::now() - stopped_at).count();
-  EXPECT_GE(took, 0.4);
-  EXPECT_LT(took, 3.0);
+  EXPECT_GE(took, 0.9);
+  EXPECT_LT(took, 4.0);
   for (int r : {1, 2}) {
     EXPECT_EQ(job.of(r).rank.load(), 0) << "rank " << r;
-    EXPECT_GE(job.of(r).seconds.load(), 0.5) << "rank " << r;
+    EXPECT_GE(job.of(r).seconds.load(), 1.0) << "rank " << r;
   }
   EXPECT_TRUE(job.clients[1]->abandoned() && job.clients[2]->abandoned())
       << "the store was not given up";
@@ -176,11 +176,11 @@ TEST(LivenessStoreWatch, ReportsTheServingRankWhenTheStoreStopsAnswering) {
   EXPECT_EQ(job.total(), 2) << "one report per monitor";
 }
 
-// A store that takes 100 ms over each request (400 ms a round), under a timeout of 1 s, is
+// A store that takes 100 ms over each request (400 ms a round), under a timeout of 1.5 s, is
 // slow, not stopped.
 TEST(LivenessStoreWatch, AStoreSlowToAnswerIsNotAStoppedOne) {
   StoreServer server(100ms);
-  Job job(server, 3, 1.0);
+  Job job(server, 3, 1.5);
   std::this_thread::sleep_for(3s);
   job.monitors.clear();
   EXPECT_EQ(job.total(), 0);
@@ -191,10 +191,10 @@ TEST(LivenessStoreWatch, AStoreSlowToAnswerIsNotAStoppedOne) {
 // the watch: nobody is reported however long it stays closed.
 TEST(LivenessStoreWatch, AStoreThatClosesEndsTheWatchUnreported) {
   StoreServer server;
-  Job job(server, 3, 0.3);
+  Job job(server, 3, 1.0);
   std::this_thread::sleep_for(500ms);
   server.setState(StoreServer::State::kClosed);
-  std::this_thread::sleep_for(1500ms);
+  std::this_thread::sleep_for(2500ms);
   job.monitors.clear();
   EXPECT_EQ(job.total(), 0);
   EXPECT_EQ(job.abandoned(), 0);
@@ -204,10 +204,10 @@ TEST(LivenessStoreWatch, AStoreThatClosesEndsTheWatchUnreported) {
 // monitors wait on it, as they always did.
 TEST(LivenessStoreWatch, NoWatchWhereNoRankServesTheStore) {
   StoreServer server;
-  Job job(server, 3, 0.3, /*server_rank=*/-1);
-  std::this_thread::sleep_for(300ms);
+  Job job(server, 3, 1.0, /*server_rank=*/-1);
+  std::this_thread::sleep_for(500ms);
   server.setState(StoreServer::State::kStopped);
-  std::this_thread::sleep_for(1500ms);
+  std::this_thread::sleep_for(2500ms);
   EXPECT_EQ(job.total(), 0);
   EXPECT_EQ(job.abandoned(), 0);
   for (auto& client : job.clients) client->abandon();  // lets the rounds in flight return

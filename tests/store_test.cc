@@ -446,6 +446,9 @@ TEST(TcpStoreServer, AbandonEndsTheCallWaitingOnAStoppedServerAndEveryLaterOne) 
   EXPECT_EQ(store->add("beats", 1), 1);
 
   ::kill(server_pid, SIGSTOP);
+  int status = 0;  // the signal is asynchronous: wait until the server has stopped
+  ASSERT_EQ(::waitpid(server_pid, &status, WUNTRACED), server_pid);
+  ASSERT_TRUE(WIFSTOPPED(status));
   std::atomic<int> code{-1};
   std::thread waiter([&] {
     try {
