@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -83,7 +84,7 @@ void measure(int ranks, double seconds, double timeout) {
     auto client = ronde::makeTcpStore("127.0.0.1", server.port(), "", Duration(10000));
     auto store = std::make_shared<CountingStore>(client, &requests);
     monitors.push_back(std::make_unique<ronde::runtime::LivenessMonitor>(
-        store, r, ranks, timeout, [&](int, double) { ++reports; },
+        store, r, ranks, timeout, [&](int, double, const std::function<void()>&) { ++reports; },
         [&](const ronde::Error&) { ++reports; }));
   }
   // One timeout first, so that every monitor is past its first round.

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -145,12 +146,12 @@ TEST(LivenessMonitor, ReportsOnlyThePeerThatStopsBeating) {
   std::atomic<int> reports{0};
   std::atomic<int> silent_rank{-1};
   std::atomic<double> silent_for{0};
-  auto on_silent = [&](int rank, double seconds) {
+  auto on_silent = [&](int rank, double seconds, const std::function<void()>&) {
     silent_rank = rank;
     silent_for = seconds;
     ++reports;
   };
-  auto never = [&](int, double) { ++reports; };
+  auto never = [&](int, double, const std::function<void()>&) { ++reports; };
   auto no_failure = [&](const Error&) { ++reports; };
   runtime::LivenessMonitor zero(store, 0, 3, 1.0, on_silent, no_failure);
   runtime::LivenessMonitor one(store, 1, 3, 1.0, never, no_failure);
@@ -183,7 +184,7 @@ TEST(LivenessMonitor, TwoWatchersPerRankAndTheRestLearnFromTheFailureRecord) {
   std::vector<std::unique_ptr<runtime::LivenessMonitor>> monitors;
   for (int r = 0; r < kSize; ++r) {
     stores.push_back(std::make_shared<CountingStore>(inner));
-    auto on_silent = [&, r](int rank, double) {
+    auto on_silent = [&, r](int rank, double, const std::function<void()>&) {
       std::lock_guard<std::mutex> lock(mutex);
       silent_seen[r] = rank;
       publishFirstFailure(*inner, ErrorCode::kPeerLost, "rank " + std::to_string(rank) +

@@ -105,6 +105,9 @@ struct Job {
     std::atomic<int> count{0};
     std::atomic<int> rank{-1};
     std::atomic<double> seconds{0};
+    // The store had been given up before the report reached its handler: too early, since
+    // that frees this rank's other waits before the finding is recorded.
+    std::atomic<bool> abandoned_before{false};
   };
   std::vector<std::shared_ptr<StoreServer::Client>> clients;
   std::vector<std::unique_ptr<Reports>> reports;
@@ -117,12 +120,15 @@ struct Job {
     }
     for (int r = 0; r < size; ++r) {
       Reports* mine = reports[static_cast<size_t>(r)].get();
+      StoreServer::Client* client = clients[static_cast<size_t>(r)].get();
       monitors.push_back(std::make_unique<runtime::LivenessMonitor>(
           clients[static_cast<size_t>(r)], r, size, timeout_seconds,
-          [mine](int rank, double seconds) {
+          [mine, client](int rank, double seconds, const std::function<void()>& before_telling) {
+            mine->abandoned_before = client->abandoned();
             mine->rank = rank;
             mine->seconds = seconds;
             ++mine->count;
+            before_telling();
           },
           [mine](const Error&) { ++mine->count; }, server_rank));
     }
@@ -148,7 +154,8 @@ bool waitFor(const std::function<bool()>& done, Clock::duration limit) {
 
 // Once the store that rank 0 serves stops answering, ranks 1 and 2 each report rank 0 after
 // the timeout (though neither could read its counter, nor each other's), the store is given
-// up, and every monitor stops at once instead of waiting on it. Rank 0 reports nobody.
+// up (by the report's handler, once it has recorded the report), and every monitor stops at
+// once instead of waiting on it. Rank 0 reports nobody.
 TEST(LivenessStoreWatch, ReportsTheServingRankWhenTheStoreStopsAnswering) {
   StoreServer server;
   Job job(server, 3, 1.0);
@@ -164,6 +171,8 @@ TEST(LivenessStoreWatch, ReportsTheServingRankWhenTheStoreStopsAnswering) {
   for (int r : {1, 2}) {
     EXPECT_EQ(job.of(r).rank.load(), 0) << "rank " << r;
     EXPECT_GE(job.of(r).seconds.load(), 1.0) << "rank " << r;
+    EXPECT_FALSE(job.of(r).abandoned_before.load())
+        << "rank " << r << " gave the store up before its report was recorded";
   }
   EXPECT_TRUE(job.clients[1]->abandoned() && job.clients[2]->abandoned())
       << "the store was not given up";

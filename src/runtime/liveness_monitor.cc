@@ -98,7 +98,7 @@ void LivenessMonitor::round() {
     // Both reads succeeded, `timeout` apart, and the counter stood still between them.
     if (now - peer.moved_at >= timeout_) {
       if (claimReport())
-        on_silent_(peer.rank, std::chrono::duration<double>(now - peer.moved_at).count());
+        on_silent_(peer.rank, std::chrono::duration<double>(now - peer.moved_at).count(), [] {});
       return;
     }
   }
@@ -126,10 +126,10 @@ void LivenessMonitor::watchStore() {
     if (silent < timeout_) continue;
     if (!claimReport()) return;  // the monitor reported first
     lock.unlock();
-    // First: the round waiting on the store returns, and the abort that the report starts
-    // publishes nothing there instead of waiting out the store's request timeout.
-    store_->abandon();
-    on_silent_(store_server_, std::chrono::duration<double>(silent).count());
+    // Before the abort that the report starts: the round waiting on the store returns, and
+    // the abort publishes nothing there instead of waiting out the store's request timeout.
+    on_silent_(store_server_, std::chrono::duration<double>(silent).count(),
+               [this] { store_->abandon(); });
     return;
   }
 }

@@ -30,9 +30,10 @@
 // and no counter is read at all. So there a second thread, the store watch, judges the store:
 // when it has answered none of the monitor's requests for `timeout` while the watch itself was
 // awake throughout (a process that was itself stopped or starved judges nothing), the serving
-// rank is reported through `on_silent` and the store abandoned (Store::abandon), which frees
-// the round waiting on it and lets the abort that follows skip the store instead of waiting
-// out its request timeouts. A store that closes (the job ending) ends the watch unreported.
+// rank is reported through `on_silent`, whose handler abandons the store (Store::abandon)
+// through its `before_telling` step: that frees the round waiting on it and lets the abort
+// that follows skip the store instead of waiting out its request timeouts. A store that
+// closes (the job ending) ends the watch unreported.
 //
 // Threads: the constructor starts the thread (and the store watch); stop() (or the destructor)
 // joins them. on_silent and on_failed run on either; there is one report per monitor, after
@@ -59,8 +60,13 @@ namespace ronde::runtime {
 class LivenessMonitor {
  public:
   using Clock = std::chrono::steady_clock;
-  // The silent rank and how long its counter stood still.
-  using OnSilent = std::function<void(int rank, double silent_seconds)>;
+  // The silent rank, how long it was silent, and what the handler runs once it has recorded
+  // that finding and before it tells the peers: nothing, or, where the silent rank serves the
+  // store, giving the store up (see below). Recording first matters: giving up frees every
+  // wait on the store, and this rank's background thread, freed there with only the echo of
+  // another rank's abort (a link that closed), must find the finding already recorded.
+  using OnSilent = std::function<void(int rank, double silent_seconds,
+                                      const std::function<void()>& before_telling)>;
   // The job's first failure, published by another rank (or by this one).
   using OnFailed = std::function<void(const Error& first_failure)>;
   // How many ranks each rank watches (fewer where the job has fewer peers).

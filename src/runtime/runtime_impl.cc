@@ -104,7 +104,9 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
   if (settings.liveness_timeout_seconds > 0 && size_ > 1 && comms_->world().store()) {
     liveness_ = std::make_unique<LivenessMonitor>(
         comms_->world().store(), rank_, size_, settings.liveness_timeout_seconds,
-        [this](int rank, double seconds) { onPeerSilent(rank, seconds); },
+        [this](int rank, double seconds, const std::function<void()>& before_telling) {
+          onPeerSilent(rank, seconds, before_telling);
+        },
         [this](const Error& first) { onJobFailed(first); }, comms_->world().storeServerRank());
   }
   thread_ = std::thread([this] { backgroundLoop(); });
@@ -558,19 +560,25 @@ void RuntimeImpl::failEverything(std::exception_ptr error) {
   for (auto& handle : victims) handle->fail(error);
 }
 
-void RuntimeImpl::onPeerSilent(int rank, double seconds) {
+void RuntimeImpl::onPeerSilent(int rank, double seconds,
+                               const std::function<void()>& before_telling) {
   std::ostringstream message;
   message << "rank " << rank << " on host " << comms_->world().host(rank)
           << " has not answered for " << std::fixed << std::setprecision(1) << seconds
           << " s (stopped or wedged; noticed by rank " << rank_
           << ", RONDE_LIVENESS_TIMEOUT_SECONDS is " << std::defaultfloat << std::setprecision(6)
           << settings_.liveness_timeout_seconds << ")";
+  bool ended = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopped_) return;  // the runtime already ended: nothing waits for that peer
-    if (!peer_lost_)
+    ended = stopped_;
+    if (!ended && !peer_lost_)
       peer_lost_ = std::make_exception_ptr(Error(ErrorCode::kPeerLost, message.str()));
   }
+  // Even where the runtime already ended: a stopped store would hold the monitor's round, and
+  // so shutdown, for the store's request timeout.
+  before_telling();
+  if (ended) return;  // nothing waits for that peer
   log(LogLevel::kError, message.str());
   // Wakes the background thread from any wait (it fails every handle with peer_lost_), and
   // tells the peers why, with the code they should report.

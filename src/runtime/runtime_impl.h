@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,8 +99,9 @@ class RuntimeImpl final : public Runtime {
   void finish(const RequestKey& key, std::shared_ptr<Tensor> output, std::vector<int64_t> result,
               std::exception_ptr error);
   void failEverything(std::exception_ptr error);
-  // Liveness thread: `rank` has been silent for `seconds`; fails everything with kPeerLost.
-  void onPeerSilent(int rank, double seconds);
+  // Liveness thread: `rank` has been silent for `seconds`; fails everything with kPeerLost,
+  // running `before_telling` once the finding is recorded (LivenessMonitor::OnSilent).
+  void onPeerSilent(int rank, double seconds, const std::function<void()>& before_telling);
   // Liveness thread: another rank published the job's first failure; aborts this rank too.
   void onJobFailed(const Error& first);
   void applyTimelineRequest();
