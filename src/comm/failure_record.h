@@ -11,11 +11,20 @@
 namespace ronde {
 
 // Publishes `code` and `message` unless another rank published first. Never throws: the
-// store may have gone with the rank that served it.
+// store may have gone with the rank that served it. A store that lets the request time out is
+// given up (Store::abandon), so that this process's later publishes and reads fail at once
+// instead of each waiting out the request timeout.
 void publishFirstFailure(Store& store, ErrorCode code, const std::string& message);
 
 // The published first failure, if any. A writer counts itself in before it writes the
 // reason, so one that is counted but has not written yet is waited for up to `writer_grace`.
+// Never throws, and keeps a store that does not answer: callers poll it while they wait.
 std::optional<Error> publishedFirstFailure(Store& store, Duration writer_grace);
+
+// What a communicator failing with `own` reports before it aborts: where `own` may be the echo
+// of another rank's failure (a lost peer, an abort), the job's first published failure, if any
+// (waiting for a counted writer up to `writer_grace`); else `own`. Never throws; a store that
+// lets the read time out is given up, as by publishFirstFailure.
+Error failureToReport(Store& store, const Error& own, Duration writer_grace);
 
 }  // namespace ronde

@@ -160,19 +160,12 @@ bool MpiCommunicator::peerPublishedFailure(std::string* reason, ErrorCode* code)
 }
 
 void MpiCommunicator::fail(const Error& error) {
-  ErrorCode code = error.code();
-  std::string message = error.what();
-  if (code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) {
-    // Often the echo of another rank's failure: report the first one of the job.
-    ErrorCode published = code;
-    std::string reason;
-    if (peerPublishedFailure(&reason, &published)) {
-      code = published;
-      message = reason;
-    }
-  }
-  abort(code, message);
-  throw Error(code, message);
+  // Often the echo of another rank's failure: report the first one of the job.
+  const Error reported = options_.failure_store && options_.size > 1
+                             ? failureToReport(*options_.failure_store, error, Duration{0})
+                             : error;
+  abort(reported.code(), reported.what());
+  throw reported;
 }
 
 void MpiCommunicator::leavePending(MPI_Request request, std::shared_ptr<void> scratch,

@@ -258,18 +258,10 @@ void NativeCommunicator::fail(const Error& error) {
 }
 
 Error NativeCommunicator::firstFailure(const Error& error) const {
-  ErrorCode code = error.code();
-  std::string message = error.what();
   // A lost or aborted peer is often the echo of another rank's failure: report the first
   // failure of the job, which that rank published before closing its connections.
-  if ((code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) && options_.failure_store &&
-      options_.size > 1) {
-    if (auto first = publishedFirstFailure(*options_.failure_store, kFirstFailureGrace)) {
-      code = first->code();
-      message = first->what();
-    }
-  }
-  return Error(code, message);
+  if (!options_.failure_store || options_.size == 1) return error;
+  return failureToReport(*options_.failure_store, error, kFirstFailureGrace);
 }
 
 template <typename Body>

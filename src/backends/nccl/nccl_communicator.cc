@@ -224,18 +224,11 @@ void NcclCommunicator::abort(ErrorCode code, const std::string& reason) {
 }
 
 void NcclCommunicator::fail(const Error& error) {
-  ErrorCode code = error.code();
-  std::string message = error.what();
-  if ((code == ErrorCode::kPeerLost || code == ErrorCode::kAborted) && failureStore() &&
-      size() > 1) {
-    if (auto first = publishedFirstFailure(*failureStore(), Duration{200})) {
-      code = first->code();
-      message = first->what();
-    }
-  }
-  abort(code, message);
+  const Error reported =
+      failureStore() && size() > 1 ? failureToReport(*failureStore(), error, Duration{200}) : error;
+  abort(reported.code(), reported.what());
   abortNccl();
-  throw Error(code, message);
+  throw reported;
 }
 
 void NcclCommunicator::verify(const OpDescriptor& descriptor) {

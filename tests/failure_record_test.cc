@@ -1,0 +1,166 @@
+// The job's first-failure record: the first publisher's reason is what every rank reads, and
+// a store that does not answer the publishing is given up, so that a failing rank, which
+// publishes once for each communicator it aborts, waits out the store's request timeout once
+// rather than once per communicator.
+#include "comm/failure_record.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+#include "ronde/errors.h"
+#include "support/multiprocess.h"
+
+namespace ronde {
+namespace {
+
+// A store whose server is stopped: every request "waits out" its timeout (throws kTimeout at
+// once, counted) until the store is abandoned; after that each request fails at once with
+// kPeerLost, as the TCP client's do.
+class UnansweringStore final : public Store {
+ public:
+  void set(const std::string&, const Bytes&) override { wait(); }
+  Bytes get(const std::string&, Duration) override {
+    wait();
+    return {};
+  }
+  bool tryGet(const std::string&, Bytes*) override {
+    wait();
+    return false;
+  }
+  int64_t add(const std::string&, int64_t) override {
+    wait();
+    return 0;
+  }
+  void erase(const std::string&) override { wait(); }
+  void abandon() override { abandoned_.store(true); }
+
+  int timedOut() const { return timed_out_.load(); }
+  bool abandoned() const { return abandoned_.load(); }
+
+ private:
+  void wait() {
+    if (abandoned_.load()) throw Error(ErrorCode::kPeerLost, "the store was given up");
+    timed_out_.fetch_add(1);
+    throw Error(ErrorCode::kTimeout, "rendezvous store at h:1: timed out receiving");
+  }
+
+  std::atomic<int> timed_out_{0};
+  std::atomic<bool> abandoned_{false};
+};
+
+// A store that answers but may not be given up.
+class AnsweringStore final : public Store {
+ public:
+  void set(const std::string& k, const Bytes& v) override { inner_->set(k, v); }
+  Bytes get(const std::string& k, Duration t) override { return inner_->get(k, t); }
+  bool tryGet(const std::string& k, Bytes* v) override { return inner_->tryGet(k, v); }
+  int64_t add(const std::string& k, int64_t d) override { return inner_->add(k, d); }
+  void erase(const std::string& k) override { inner_->erase(k); }
+  void abandon() override { abandoned = true; }
+  bool abandoned = false;
+
+ private:
+  std::shared_ptr<Store> inner_ = makeMemoryStore();
+};
+
+TEST(FailureRecord, TheFirstPublishedFailureIsTheOneEveryRankReads) {
+  AnsweringStore store;
+  EXPECT_FALSE(publishedFirstFailure(store, Duration(0)).has_value());
+  publishFirstFailure(store, ErrorCode::kMismatch, "rank 2 (host b): allreduce 'w' of 4 floats");
+  publishFirstFailure(store, ErrorCode::kPeerLost, "rank 0 (host a): rank 2 closed its link");
+  const auto first = publishedFirstFailure(store, Duration(0));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->code(), ErrorCode::kMismatch);
+  EXPECT_NE(std::string(first->what()).find("rank 2 (host b): allreduce 'w' of 4 floats"),
+            std::string::npos)
+      << first->what();
+  EXPECT_FALSE(store.abandoned);
+}
+
+TEST(FailureRecord, AStoreThatLetsThePublishingTimeOutIsGivenUp) {
+  UnansweringStore store;
+  publishFirstFailure(store, ErrorCode::kTimeout, "rank 1: allreduce 'w' timed out");  // no throw
+  EXPECT_EQ(store.timedOut(), 1);
+  EXPECT_TRUE(store.abandoned());
+  // Later publishes and reads of this process fail at once instead of waiting again.
+  publishFirstFailure(store, ErrorCode::kAborted, "rank 1: shutting down");
+  EXPECT_FALSE(publishedFirstFailure(store, Duration(1000)).has_value());
+  EXPECT_EQ(store.timedOut(), 1);
+}
+
+TEST(FailureRecord, AFailingCommunicatorReportsThePublishedCauseInsteadOfItsEcho) {
+  AnsweringStore store;
+  const Error echo(ErrorCode::kPeerLost, "rank 1 (host a): rank 2 closed its connection");
+  EXPECT_STREQ(failureToReport(store, echo, Duration(0)).what(), echo.what());  // none yet
+  publishFirstFailure(store, ErrorCode::kMismatch, "rank 2 (host b): allreduce 'w' of 4 floats");
+  const Error reported = failureToReport(store, echo, Duration(0));
+  EXPECT_EQ(reported.code(), ErrorCode::kMismatch);
+  EXPECT_NE(std::string(reported.what()).find("rank 2 (host b)"), std::string::npos)
+      << reported.what();
+  // A failure of its own (not an echo) is reported as it is.
+  const Error own(ErrorCode::kTimeout, "rank 1 (host a): allreduce 'w' timed out");
+  EXPECT_EQ(failureToReport(store, own, Duration(0)).code(), ErrorCode::kTimeout);
+  EXPECT_FALSE(store.abandoned);
+}
+
+TEST(FailureRecord, AFailingCommunicatorGivesUpAStoreThatLetsItsReadTimeOut) {
+  UnansweringStore store;
+  const Error echo(ErrorCode::kAborted, "rank 1 (host a): the communicator was aborted");
+  const Error reported = failureToReport(store, echo, Duration(1000));
+  EXPECT_EQ(reported.code(), ErrorCode::kAborted);
+  EXPECT_STREQ(reported.what(), echo.what());
+  EXPECT_TRUE(store.abandoned());
+  publishFirstFailure(store, ErrorCode::kAborted, echo.what());  // at once now
+  EXPECT_EQ(store.timedOut(), 1);
+}
+
+TEST(FailureRecord, PollingTheRecordKeepsAStoreThatDoesNotAnswer) {
+  // Polled while a communicator forms or waits, where nothing is failing: the store may only
+  // be slow, and the liveness monitor judges it.
+  UnansweringStore store;
+  EXPECT_FALSE(publishedFirstFailure(store, Duration(0)).has_value());
+  EXPECT_FALSE(store.abandoned());
+}
+
+// The runtime aborts every communicator it built (the world, the control channel, each process
+// set's), each publishing the failure; with the store stopped, only the first may wait on it.
+TEST(FailureRecord, AbortingSeveralCommunicatorsWaitsOnAStoppedStoreOnce) {
+  testing::RankSpec spec;
+  spec.size = 2;
+  spec.timeout_seconds = 60;
+  spec.collective_timeout_ms = 20000;
+  const auto outcomes = testing::runProcessesRaw(spec, [&](int rank, int port) {
+    auto failures = std::make_shared<UnansweringStore>();
+    CommOptions options;
+    options.rank = rank;
+    options.size = spec.size;
+    options.store = testing::connectStore(spec, port);
+    options.failure_store = failures;
+    options.timeout = std::chrono::milliseconds(spec.collective_timeout_ms);
+    options.start_timeout = std::chrono::seconds(30);
+    auto world = Communicator::create(options);
+    auto set = world->subCommunicator({0, 1}, "set");
+    world->barrier();
+    if (rank == 1) return;  // its links close; rank 0 aborts on its own
+    // Forming the set polled the record too (and kept the store: nothing was failing then).
+    const int before = failures->timedOut();
+    world->abort(ErrorCode::kTimeout, "rank 0: allreduce 'w' timed out");
+    set->abort(ErrorCode::kTimeout, "rank 0: allreduce 'w' timed out");
+    world->abort(ErrorCode::kTimeout, "rank 0: allreduce 'w' timed out");
+    const int waits = failures->timedOut() - before;
+    if (waits != 1 || !failures->abandoned()) {
+      throw std::runtime_error("the stopped store was waited on " + std::to_string(waits) +
+                               " times, given up: " + (failures->abandoned() ? "yes" : "no"));
+    }
+  });
+  for (const auto& outcome : outcomes) {
+    EXPECT_TRUE(outcome.exit_code == 0 && outcome.message.empty())
+        << "rank " << outcome.rank << ": " << outcome.message;
+  }
+}
+
+}  // namespace
+}  // namespace ronde
