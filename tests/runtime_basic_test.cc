@@ -334,5 +334,50 @@ TEST(Runtime, CompletionCallbacksRunOnceAfterTheHandleIsDoneAndMaySubmit) {
       });
 }
 
+// Runtime::stats() counts a request by the time its handle completes: read from the request's
+// own completion callback (on the runtime's thread, the moment the handle is done), the
+// counters already hold it and the collective that ran it. A fused pair counts two responses
+// and one collective.
+TEST(Runtime, StatsCountARequestByTheTimeItsHandleCompletes) {
+  RankSpec spec;
+  spec.size = 2;
+  runRuntimeRanks(
+      spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext&) {
+        Runtime* runtime = rt.get();
+        const RuntimeStats before = rt->stats();
+        struct Seen {
+          std::mutex mutex;
+          std::condition_variable changed;
+          std::vector<RuntimeStats> stats;  // what each callback read
+        };
+        auto seen = std::make_shared<Seen>();
+        std::vector<Request> pair;
+        for (const char* name : {"pair.a", "pair.b"}) {
+          pair.push_back(allreduceOf(name, filledFloats(8, 1.0f)));
+          pair.back().on_done = [runtime, seen](Handle&) {
+            const RuntimeStats now = runtime->stats();
+            std::lock_guard<std::mutex> lock(seen->mutex);
+            seen->stats.push_back(now);
+            seen->changed.notify_all();
+          };
+        }
+        rt->enqueueGroup(std::move(pair));
+        std::unique_lock<std::mutex> lock(seen->mutex);
+        REQUIRE(seen->changed.wait_for(lock, std::chrono::seconds(30),
+                                       [&] { return seen->stats.size() == 2; }),
+                "both callbacks ran");
+        for (const RuntimeStats& at_done : seen->stats) {
+          REQUIRE(at_done.responses - before.responses == 2,
+                  "responses counted when the handle completed: "
+                      << at_done.responses - before.responses << " of 2");
+          REQUIRE(at_done.collectives - before.collectives == 1,
+                  "collectives counted when the handle completed: "
+                      << at_done.collectives - before.collectives << " of 1");
+        }
+        lock.unlock();
+        rt->shutdown();
+      });
+}
+
 }  // namespace
 }  // namespace ronde::testing

@@ -124,7 +124,8 @@ class Handle {
   virtual std::vector<int64_t> result() = 0;
 };
 
-// Counters since init, cumulative, for tuners and benchmarks.
+// Counters since init, cumulative, for tuners and benchmarks. A request is counted (with the
+// collective that runs it) by the time its handle completes.
 struct RuntimeStats {
   uint64_t cycles = 0;
   uint64_t full_negotiations = 0;  // cycles that gathered every rank's announcements

@@ -443,20 +443,21 @@ bool RuntimeImpl::runCycle() {
   synchronized_at_ = negotiation_end;
   // Before executing: a collective that blocks must find the reporter up to date.
   if (stall_reporter_) stall_reporter_->publish(full ? table_.waiting(sets_) : std::move(waiting));
-  size_t units = execute(ready);
-  autotuneCycle(ready);
   {
+    // Before execute(), which completes the handles: a caller that waited for one reads
+    // stats that count it.
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_.cycles++;
     stats_.full_negotiations += full ? 1 : 0;
     stats_.responses += ready.size();
     stats_.cached_responses += cached;
-    stats_.collectives += units;
     if (!ready.empty()) {
       stats_.negotiation_seconds +=
           std::chrono::duration<double>(negotiation_end - negotiation_start).count();
     }
   }
+  execute(ready);
+  autotuneCycle(ready);
   last_cycle_.progressed = !ready.empty();
   last_cycle_.everyone_idle = everyone_idle_;
   last_cycle_.some_rank_free = some_rank_free_;
@@ -472,8 +473,8 @@ bool RuntimeImpl::runCycle() {
   return true;
 }
 
-size_t RuntimeImpl::execute(std::vector<Response>& responses) {
-  if (responses.empty()) return 0;
+void RuntimeImpl::execute(std::vector<Response>& responses) {
+  if (responses.empty()) return;
   auto ready_at = Clock::now();
   if (timeline_) {
     for (const Response& r : responses) {
@@ -496,7 +497,6 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
     finish(key, std::move(output), std::move(result), std::move(error));
   };
   std::vector<ExecutionUnit> plan = planExecution(responses, fusion_threshold_, fusion_max_tensor_);
-  size_t ran = 0;
   for (const ExecutionUnit& unit : plan) {
     if (timeline_) {
       auto now = Clock::now();
@@ -505,7 +505,13 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
           timeline_->span(responses[i].key.second, "QUEUE", ready_at, now, "");
       }
     }
-    if (executor_.run(responses, unit, lookup, done)) ++ran;
+    // Counted before the unit runs, for the same reason as the responses; a rank outside the
+    // unit's process set runs nothing.
+    if (comms_->data(responses[unit.responses[0]].key.first) != nullptr) {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      stats_.collectives++;
+    }
+    executor_.run(responses, unit, lookup, done);
     for (size_t i : unit.responses) {
       const Descriptor& d = responses[i].descriptor();
       if (d.kind != kRemoveProcessSetKind || !responses[i].error.empty()) continue;
@@ -515,7 +521,6 @@ size_t RuntimeImpl::execute(std::vector<Response>& responses) {
       }
     }
   }
-  return ran;
 }
 
 void RuntimeImpl::finish(const RequestKey& key, std::shared_ptr<Tensor> output,

@@ -95,7 +95,7 @@ class RuntimeImpl final : public Runtime {
   bool exchangeCacheBits(bool need_full, std::vector<Response>* ready);
   // The full exchange: every rank's announcements, gathered to every rank.
   void exchangeAnnouncements(uint8_t flags, std::vector<Response>* ready, int* stopped_by);
-  size_t execute(std::vector<Response>& responses);  // returns the collectives this rank ran
+  void execute(std::vector<Response>& responses);  // counts the collectives it runs
   void finish(const RequestKey& key, std::shared_ptr<Tensor> output, std::vector<int64_t> result,
               std::exception_ptr error);
   void failEverything(std::exception_ptr error);
