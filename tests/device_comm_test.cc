@@ -52,9 +52,9 @@ TEST(DeviceCommRuntime, AllreduceEveryDtypeAndOpOneTensorAtATime) {
 
 TEST(DeviceCommRuntime, AllreduceEveryDtypeAndOpFused) {
   runDeviceRanks(
-      fusingSettings(ncclSettings()),
+      ncclSettings(),
       [](DeviceWorld& world, RuntimeContext& ctx) {
-        allreduceEverything(world, ctx);
+        allreduceEverything(world, ctx, Submission::kInPairs);
         requireNoStagingBeyondInt16(world, "fused allreduce");
         REQUIRE(world.runtime->stats().collectives < world.runtime->stats().responses,
                 "some tensors were fused");

@@ -26,12 +26,13 @@ using runtime::HostDeviceTensor;
 TEST(DeviceRuntime, AllreduceEveryDtypeAndOpOneTensorAtATime) {
   Settings s = stagingSettings();
   s.fusion_threshold_bytes = 0;
-  runDeviceRanks(s, allreduceEverything);
+  runDeviceRanks(s,
+                 [](DeviceWorld& world, RuntimeContext& ctx) { allreduceEverything(world, ctx); });
 }
 
 TEST(DeviceRuntime, AllreduceEveryDtypeAndOpFused) {
-  runDeviceRanks(fusingSettings(stagingSettings()), [](DeviceWorld& world, RuntimeContext& ctx) {
-    allreduceEverything(world, ctx);
+  runDeviceRanks(stagingSettings(), [](DeviceWorld& world, RuntimeContext& ctx) {
+    allreduceEverything(world, ctx, Submission::kInPairs);
     REQUIRE(world.runtime->stats().collectives < world.runtime->stats().responses,
             "some tensors were fused");
   });

@@ -119,11 +119,6 @@ Settings stagingSettings() {
   return s;
 }
 
-Settings fusingSettings(Settings s) {
-  s.cycle_time_ms = 100;
-  return s;
-}
-
 DeviceRanks slowDeviceRanks() {
   DeviceRanks ranks;
   ranks.options = slowCopies();
@@ -184,7 +179,7 @@ std::shared_ptr<HostDeviceTensor> deviceTensor(const RuntimeContext& ctx, DataTy
 }
 
 
-void allreduceEverything(DeviceWorld& world, RuntimeContext& ctx) {
+void allreduceEverything(DeviceWorld& world, RuntimeContext& ctx, Submission submission) {
   struct Case {
     DataType type;
     ReduceOp op;
@@ -212,7 +207,7 @@ void allreduceEverything(DeviceWorld& world, RuntimeContext& ctx) {
       }
     }
   }
-  for (Case& c : cases) {
+  auto request = [](const Case& c) {
     Request r;
     r.name = std::string("ar.") + dataTypeName(c.type) + "." + reduceOpName(c.op) + "." +
              std::to_string(c.salt);
@@ -220,7 +215,17 @@ void allreduceEverything(DeviceWorld& world, RuntimeContext& ctx) {
     r.op = c.op;
     r.scaling = {c.pre, c.post};
     r.stream = c.stream;
-    c.handle = world.runtime->enqueue(r);
+    return r;
+  };
+  for (size_t i = 0; i < cases.size(); i += 2) {
+    if (submission == Submission::kOneByOne) {
+      for (size_t k = i; k < i + 2; ++k)
+        cases[k].handle = world.runtime->enqueue(request(cases[k]));
+      continue;
+    }
+    auto handles = world.runtime->enqueueGroup({request(cases[i]), request(cases[i + 1])});
+    cases[i].handle = handles[0];
+    cases[i + 1].handle = handles[1];
   }
   for (Case& c : cases) {
     c.handle->wait(std::chrono::seconds(60));

@@ -36,12 +36,6 @@ using DeviceBody = std::function<void(DeviceWorld& world, RuntimeContext& ctx)>;
 // several chunks.
 Settings stagingSettings();
 
-// `s` with a cycle time (100 ms) far longer than enqueueing allreduceEverything's requests
-// takes, even under sanitizers on a loaded machine: after the first cycle (started at once
-// on an idle runtime) every pair of tensors of one dtype and op is ready in the same cycle on
-// every rank, so a test can require that some were fused.
-Settings fusingSettings(Settings s);
-
 struct DeviceRanks {
   int size = 2;
   std::vector<std::string> hosts;  // forced host of each rank (RankSpec::hosts); empty: one
@@ -66,9 +60,16 @@ Device deviceOf(const RuntimeContext& ctx);
 std::shared_ptr<runtime::HostDeviceTensor> deviceTensor(const RuntimeContext& ctx, DataType type,
                                                         std::vector<int64_t> shape, int salt);
 
+// How allreduceEverything submits its two tensors of each dtype and op: one by one, or as a
+// group of two, which every rank releases in one cycle, so that the pair is fused whatever the
+// machine's load (when and how many requests were ready at a cycle is otherwise up to the
+// scheduler: under two busy loops beside it a 100 ms cycle once fused nothing).
+enum class Submission { kOneByOne, kInPairs };
+
 // Every dtype x op, each its own request, all in flight at once; checks values, that each
 // request's ready event was waited on once and its stream made to wait for the output once.
-void allreduceEverything(DeviceWorld& world, RuntimeContext& ctx);
+void allreduceEverything(DeviceWorld& world, RuntimeContext& ctx,
+                         Submission submission = Submission::kOneByOne);
 // Allgather (uneven rows), broadcast, alltoall and reducescatter, checked the same way.
 void otherKinds(DeviceWorld& world, RuntimeContext& ctx);
 // Rank 1 joins at once; rank 0 averages three tensors with a prescale of 2, which must come out
