@@ -62,8 +62,7 @@ std::shared_ptr<runtime::HostDeviceTensor> deviceTensor(const RuntimeContext& ct
 
 // How allreduceEverything submits its two tensors of each dtype and op: one by one, or as a
 // group of two, which every rank releases in one cycle, so that the pair is fused whatever the
-// machine's load (when and how many requests were ready at a cycle is otherwise up to the
-// scheduler: under two busy loops beside it a 100 ms cycle once fused nothing).
+// machine's load (which requests are ready at a cycle is otherwise up to the scheduler).
 enum class Submission { kOneByOne, kInPairs };
 
 // Every dtype x op, each its own request, all in flight at once; checks values, that each
