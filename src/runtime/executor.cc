@@ -49,11 +49,11 @@ void Executor::span(const Part& part, const char* activity, Clock::time_point st
   timeline_->span(part.response->key.second, activity, start, Clock::now(), "");
 }
 
-bool Executor::run(const std::vector<Response>& responses, const ExecutionUnit& unit,
+void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& unit,
                    const Lookup& lookup, const Finish& finish) {
   // A unit holds responses of one process set; a rank outside it has nothing to do.
   comm_ = comms_.data(responses[unit.responses[0]].key.first);
-  if (comm_ == nullptr) return false;
+  if (comm_ == nullptr) return;
   std::vector<Part> parts;
   for (size_t index : unit.responses) {
     const Response& r = responses[index];
@@ -76,7 +76,6 @@ bool Executor::run(const std::vector<Response>& responses, const ExecutionUnit& 
     finish(p.response->key, p.error ? nullptr : p.output, p.error ? std::vector<int64_t>{} : result,
            p.error);
   }
-  return true;
 }
 
 void Executor::runKind(uint8_t kind, std::vector<Part>& parts, std::vector<int64_t>* result) {

@@ -78,8 +78,8 @@ class Executor {
     devices_ = devices;
     device_ = settings;
   }
-  // False when this rank is outside the unit's process set (it did nothing).
-  bool run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
+  // Does nothing where this rank is outside the unit's process set.
+  void run(const std::vector<Response>& responses, const ExecutionUnit& unit, const Lookup& lookup,
            const Finish& finish);
 
  private:
