@@ -1,26 +1,35 @@
 // The job's first-failure record: the first publisher's reason is what every rank reads, and
 // a store that does not answer the publishing is given up, so that a failing rank, which
-// publishes once for each communicator it aborts, waits out the store's request timeout once
-// rather than once per communicator.
+// publishes once for each communicator it aborts, waits on a stopped store once rather than
+// once per communicator, and that once for the failure path's bound, not the store's own
+// request timeout.
 #include "comm/failure_record.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
+#include "common/socket.h"
 #include "ronde/errors.h"
 #include "support/multiprocess.h"
 
 namespace ronde {
 namespace {
 
-// A store whose server is stopped: every request "waits out" its timeout (throws kTimeout at
-// once, counted) until the store is abandoned; after that each request fails at once with
-// kPeerLost, as the TCP client's do.
-class UnansweringStore final : public Store {
+// A store whose server is stopped. Until the store is given up, a request ends as the
+// store's own request timeout would end it (kTimeout, counted), either at once (the wait
+// compressed) or after a minute (the real wait, which only giving the store up cuts short).
+// After that each request fails at once with kPeerLost, as the TCP client's do.
+class StoppedStore final : public Store {
  public:
+  enum class Wait { kNone, kAMinute };
+  explicit StoppedStore(Wait wait = Wait::kNone) : wait_(wait) {}
+
   void set(const std::string&, const Bytes&) override { wait(); }
   Bytes get(const std::string&, Duration) override {
     wait();
@@ -35,20 +44,36 @@ class UnansweringStore final : public Store {
     return 0;
   }
   void erase(const std::string&) override { wait(); }
-  void abandon() override { abandoned_.store(true); }
+  void abandon() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      abandoned_ = true;
+    }
+    changed_.notify_all();
+  }
 
   int timedOut() const { return timed_out_.load(); }
-  bool abandoned() const { return abandoned_.load(); }
+  bool abandoned() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return abandoned_;
+  }
 
  private:
   void wait() {
-    if (abandoned_.load()) throw Error(ErrorCode::kPeerLost, "the store was given up");
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto patience = std::chrono::seconds(wait_ == Wait::kNone ? 0 : 60);
+    if (changed_.wait_for(lock, patience, [this] { return abandoned_; })) {
+      throw Error(ErrorCode::kPeerLost, "the store was given up");
+    }
     timed_out_.fetch_add(1);
     throw Error(ErrorCode::kTimeout, "rendezvous store at h:1: timed out receiving");
   }
 
+  const Wait wait_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool abandoned_ = false;  // guarded by mutex_
   std::atomic<int> timed_out_{0};
-  std::atomic<bool> abandoned_{false};
 };
 
 // A store that answers but may not be given up.
@@ -81,7 +106,7 @@ TEST(FailureRecord, TheFirstPublishedFailureIsTheOneEveryRankReads) {
 }
 
 TEST(FailureRecord, AStoreThatLetsThePublishingTimeOutIsGivenUp) {
-  UnansweringStore store;
+  StoppedStore store;
   publishFirstFailure(store, ErrorCode::kTimeout, "rank 1: allreduce 'w' timed out");  // no throw
   EXPECT_EQ(store.timedOut(), 1);
   EXPECT_TRUE(store.abandoned());
@@ -107,7 +132,7 @@ TEST(FailureRecord, AFailingCommunicatorReportsThePublishedCauseInsteadOfItsEcho
 }
 
 TEST(FailureRecord, AFailingCommunicatorGivesUpAStoreThatLetsItsReadTimeOut) {
-  UnansweringStore store;
+  StoppedStore store;
   const Error echo(ErrorCode::kAborted, "rank 1 (host a): the communicator was aborted");
   const Error reported = failureToReport(store, echo, Duration(1000));
   EXPECT_EQ(reported.code(), ErrorCode::kAborted);
@@ -117,10 +142,44 @@ TEST(FailureRecord, AFailingCommunicatorGivesUpAStoreThatLetsItsReadTimeOut) {
   EXPECT_EQ(store.timedOut(), 1);
 }
 
+TEST(FailureRecord, APublishThatGetsNoAnswerIsEndedByTheFailurePathsBound) {
+  StoppedStore store(StoppedStore::Wait::kAMinute);
+  publishFirstFailure(store, ErrorCode::kTimeout, "rank 1: allreduce 'w' timed out",
+                      Duration(200));
+  EXPECT_TRUE(store.abandoned());
+  EXPECT_EQ(store.timedOut(), 0) << "the request waited out the store's own timeout";
+}
+
+TEST(FailureRecord, AReadThatGetsNoAnswerIsEndedByTheFailurePathsBound) {
+  StoppedStore store(StoppedStore::Wait::kAMinute);
+  const Error echo(ErrorCode::kPeerLost, "rank 1 (host a): rank 2 closed its connection");
+  const Error reported = failureToReport(store, echo, Duration(100), Duration(200));
+  EXPECT_STREQ(reported.what(), echo.what());
+  EXPECT_TRUE(store.abandoned());
+  EXPECT_EQ(store.timedOut(), 0) << "the read waited out the store's own timeout";
+}
+
+// The TCP client against a server that accepted the connection (the kernel does that for a
+// stopped process) and never answers: the client's own request timeout is a minute.
+TEST(FailureRecord, ATcpStoreWhoseServerIsSilentIsGivenUpWithinTheBound) {
+  UniqueFd listener = listenTcp("127.0.0.1", 0, 16);
+  auto store = makeTcpStore("127.0.0.1", boundPort(listener.get()), "", std::chrono::seconds(60));
+  const auto began = std::chrono::steady_clock::now();
+  const Error echo(ErrorCode::kAborted, "rank 1 (host a): the communicator was aborted");
+  EXPECT_STREQ(failureToReport(*store, echo, Duration(0), Duration(300)).what(), echo.what());
+  publishFirstFailure(*store, ErrorCode::kAborted, echo.what(), Duration(300));
+  publishFirstFailure(*store, ErrorCode::kAborted, echo.what(), Duration(300));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  // Not a timing of ronde: the alternative is three waits of a minute each.
+  EXPECT_LT(took, 30) << "the silent store was waited on for its own request timeout";
+  EXPECT_THROW(store->add("k", 1), Error);  // given up: fails at once
+}
+
 TEST(FailureRecord, PollingTheRecordKeepsAStoreThatDoesNotAnswer) {
   // Polled while a communicator forms or waits, where nothing is failing: the store may only
   // be slow, and the liveness monitor judges it.
-  UnansweringStore store;
+  StoppedStore store;
   EXPECT_FALSE(publishedFirstFailure(store, Duration(0)).has_value());
   EXPECT_FALSE(store.abandoned());
 }
@@ -133,7 +192,7 @@ TEST(FailureRecord, AbortingSeveralCommunicatorsWaitsOnAStoppedStoreOnce) {
   spec.timeout_seconds = 60;
   spec.collective_timeout_ms = 20000;
   const auto outcomes = testing::runProcessesRaw(spec, [&](int rank, int port) {
-    auto failures = std::make_shared<UnansweringStore>();
+    auto failures = std::make_shared<StoppedStore>();
     CommOptions options;
     options.rank = rank;
     options.size = spec.size;

@@ -1,5 +1,10 @@
 #include "comm/failure_record.h"
 
+#include <condition_variable>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
 #include "common/logging.h"
 
 namespace ronde {
@@ -44,9 +49,52 @@ void giveUpIfSilent(Store& store, const Error& error, const char* doing) {
   store.abandon();
 }
 
+// Bounds one failure-path request by `bound` whatever the store's own request timeout: when
+// the request has no answer by then, a thread of the watch gives the store up, which ends the
+// request (the TCP client shuts its connection down under it) with kPeerLost. A thread rather
+// than a deadline passed down: any Store, wrappers included, can be given up, while only the
+// TCP client would know what to do with a deadline. Failure paths only: it costs a thread.
+class AnswerWatch {
+ public:
+  AnswerWatch(Store& store, Duration bound, const char* doing) {
+    try {
+      thread_ = std::thread([this, &store, bound, doing] {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (answered_.wait_for(lock, bound, [this] { return done_; })) return;
+        lock.unlock();
+        log(LogLevel::kWarning, "the rendezvous store did not answer within ", bound.count(),
+            " ms while this rank ", doing, "; giving the store up");
+        store.abandon();
+      });
+    } catch (const std::system_error&) {
+      // Out of threads: the request is bounded by the store's own timeout only.
+    }
+  }
+
+  ~AnswerWatch() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    answered_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  AnswerWatch(const AnswerWatch&) = delete;
+  AnswerWatch& operator=(const AnswerWatch&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable answered_;
+  bool done_ = false;  // guarded by mutex_
+  std::thread thread_;
+};
+
 }  // namespace
 
-void publishFirstFailure(Store& store, ErrorCode code, const std::string& message) {
+void publishFirstFailure(Store& store, ErrorCode code, const std::string& message,
+                         Duration answer_bound) {
+  AnswerWatch watch(store, answer_bound, "published its failure");
   try {
     if (store.add(kCountKey, 1) == 1) {
       store.setString(kReasonKey, std::string(errorCodeName(code)) + "\n" + message);
@@ -65,8 +113,10 @@ std::optional<Error> publishedFirstFailure(Store& store, Duration writer_grace) 
   }
 }
 
-Error failureToReport(Store& store, const Error& own, Duration writer_grace) {
+Error failureToReport(Store& store, const Error& own, Duration writer_grace,
+                      Duration answer_bound) {
   if (own.code() != ErrorCode::kPeerLost && own.code() != ErrorCode::kAborted) return own;
+  AnswerWatch watch(store, writer_grace + answer_bound, "read the job's first failure");
   try {
     if (std::optional<Error> first = read(store, writer_grace)) return *first;
   } catch (const Error& e) {

@@ -10,11 +10,18 @@
 
 namespace ronde {
 
+// How long a failing rank waits for the store to answer one of the record's requests. They
+// never wait for a key, so a live server answers at once, even loaded; the store's own request
+// timeout is the start timeout (60 s by default), which a failing rank should not spend.
+constexpr Duration kFailurePathAnswerBound{10000};
+
 // Publishes `code` and `message` unless another rank published first. Never throws: the
-// store may have gone with the rank that served it. A store that lets the request time out is
-// given up (Store::abandon), so that this process's later publishes and reads fail at once
-// instead of each waiting out the request timeout.
-void publishFirstFailure(Store& store, ErrorCode code, const std::string& message);
+// store may have gone with the rank that served it. A store that does not answer within
+// `answer_bound` (or lets the request time out sooner) is given up (Store::abandon), which
+// ends the request, and this process's later publishes and reads fail at once instead of
+// each waiting again.
+void publishFirstFailure(Store& store, ErrorCode code, const std::string& message,
+                         Duration answer_bound = kFailurePathAnswerBound);
 
 // The published first failure, if any. A writer counts itself in before it writes the
 // reason, so one that is counted but has not written yet is waited for up to `writer_grace`.
@@ -24,7 +31,9 @@ std::optional<Error> publishedFirstFailure(Store& store, Duration writer_grace);
 // What a communicator failing with `own` reports before it aborts: where `own` may be the echo
 // of another rank's failure (a lost peer, an abort), the job's first published failure, if any
 // (waiting for a counted writer up to `writer_grace`); else `own`. Never throws; a store that
-// lets the read time out is given up, as by publishFirstFailure.
-Error failureToReport(Store& store, const Error& own, Duration writer_grace);
+// does not answer within `answer_bound` (beyond the writer's grace) is given up, as by
+// publishFirstFailure.
+Error failureToReport(Store& store, const Error& own, Duration writer_grace,
+                      Duration answer_bound = kFailurePathAnswerBound);
 
 }  // namespace ronde
