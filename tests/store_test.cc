@@ -73,6 +73,40 @@ bool somethingListensOn(int port) {
   return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
 }
 
+// A TcpStoreServer in a child process of its own, which a test can stop (SIGSTOP: the kernel
+// still accepts its connections, nobody answers) and must kill. Port 0 when it did not start.
+struct ServerProcess {
+  pid_t pid = -1;
+  int port = 0;
+};
+
+ServerProcess startServerProcess(const std::string& secret) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return {};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    TcpStoreServer server("127.0.0.1", 0, secret);
+    const int port = server.port();
+    (void)!::write(pipe_fds[1], &port, sizeof(port));
+    for (;;) ::pause();  // until the test kills it
+  }
+  ServerProcess started;
+  started.pid = pid;
+  if (pid > 0 && ::read(pipe_fds[0], &started.port, sizeof(started.port)) != sizeof(int)) {
+    started.port = 0;
+  }
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  return started;
+}
+
+// SIGSTOP is asynchronous: returns once the process has stopped.
+bool stopProcess(pid_t pid) {
+  ::kill(pid, SIGSTOP);
+  int status = 0;
+  return ::waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status);
+}
+
 enum class Kind { kMemory, kFile, kTcp };
 
 // Owns whatever backs the store (a temp directory, a server) and hands out clients of it.
@@ -130,6 +164,22 @@ TEST_P(StoreTest, SetThenGetAndTryGet) {
   store->erase("alpha");
   EXPECT_FALSE(store->tryGet("alpha", &value));
   store->erase("never-set");  // erasing a missing key is fine
+}
+
+TEST_P(StoreTest, TryGetWithinAnswersAsTryGetWhenTheStoreAnswers) {
+  auto store = client();
+  store->set("alpha", bytesOf("one"));
+  Bytes value;
+  EXPECT_TRUE(store->tryGetWithin("alpha", &value, 5000ms));
+  EXPECT_EQ(value, bytesOf("one"));
+  EXPECT_FALSE(store->tryGetWithin("beta", &value, 5000ms));
+  value.clear();  // no bound at all, as a caller without a deadline passes it
+  EXPECT_TRUE(store->tryGetWithin("alpha", &value, Duration::max()));
+  EXPECT_EQ(value, bytesOf("one"));
+  PrefixStore job(store, "job");
+  job.set("alpha", bytesOf("two"));
+  EXPECT_TRUE(job.tryGetWithin("alpha", &value, 5000ms));
+  EXPECT_EQ(value, bytesOf("two"));
 }
 
 TEST_P(StoreTest, ValuesAreOpaqueBytesAndKeysArbitraryText) {
@@ -428,27 +478,14 @@ TEST(TcpStoreServer, BindsToAnExplicitAddressOnly) {
 // A server whose process is stopped answers nothing (the kernel still holds its connections):
 // abandon() must end the call waiting on it at once, and refuse every later call.
 TEST(TcpStoreServer, AbandonEndsTheCallWaitingOnAStoppedServerAndEveryLaterOne) {
-  int pipe_fds[2];
-  ASSERT_EQ(::pipe(pipe_fds), 0);
-  const pid_t server_pid = ::fork();
-  ASSERT_GE(server_pid, 0);
-  if (server_pid == 0) {
-    TcpStoreServer server("127.0.0.1", 0, "secret");
-    const int port = server.port();
-    (void)!::write(pipe_fds[1], &port, sizeof(port));
-    for (;;) ::pause();  // until the test kills it
-  }
-  int port = 0;
-  ASSERT_EQ(::read(pipe_fds[0], &port, sizeof(port)), ssize_t(sizeof(port)));
-  ::close(pipe_fds[0]);
-  ::close(pipe_fds[1]);
+  const ServerProcess server = startServerProcess("secret");
+  ASSERT_GT(server.port, 0);
+  const pid_t server_pid = server.pid;
+  const int port = server.port;
   auto store = makeTcpStore("127.0.0.1", port, "secret", 2000ms);
   EXPECT_EQ(store->add("beats", 1), 1);
 
-  ::kill(server_pid, SIGSTOP);
-  int status = 0;  // the signal is asynchronous: wait until the server has stopped
-  ASSERT_EQ(::waitpid(server_pid, &status, WUNTRACED), server_pid);
-  ASSERT_TRUE(WIFSTOPPED(status));
+  ASSERT_TRUE(stopProcess(server_pid));
   std::atomic<int> code{-1};
   std::thread waiter([&] {
     try {
@@ -474,6 +511,64 @@ TEST(TcpStoreServer, AbandonEndsTheCallWaitingOnAStoppedServerAndEveryLaterOne) 
   }
   ::kill(server_pid, SIGKILL);
   ::waitpid(server_pid, nullptr, 0);
+}
+
+
+// A poll made while a collective waits (is there a published failure?) must not carry the wait
+// past its deadline when the store's server is stopped, yet the store must serve again once
+// the server continues: it was only slow, and nothing gave it up.
+TEST(TcpStoreServer, TryGetWithinEndsAtItsBoundOnAStoppedServerAndTheStoreServesAfterIt) {
+  const ServerProcess server = startServerProcess("secret");
+  ASSERT_GT(server.port, 0);
+  const pid_t server_pid = server.pid;
+  const int port = server.port;
+  // The request timeout of this client is a minute, as the start timeout makes it in a job.
+  auto store = makeTcpStore("127.0.0.1", port, "secret", 60000ms);
+  store->setString("abort/reason", "rank 2: gone");
+
+  ASSERT_TRUE(stopProcess(server_pid));
+  // Twice: the first times out on the open connection, the second on the reconnect's
+  // handshake, which the stopped server's kernel accepts but nobody answers.
+  for (int poll = 0; poll < 2; ++poll) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      store->tryGetWithin("abort/reason", nullptr, 300ms);
+      ADD_FAILURE() << "a stopped server answered poll " << poll;
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kTimeout) << error.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5000ms) << "poll " << poll;
+  }
+
+  ::kill(server_pid, SIGCONT);
+  Bytes value;
+  EXPECT_TRUE(store->tryGetWithin("abort/reason", &value, 5000ms));
+  EXPECT_EQ(std::string(value.begin(), value.end()), "rank 2: gone");
+  EXPECT_EQ(store->add("n", 1), 1);
+  ::kill(server_pid, SIGKILL);
+  ::waitpid(server_pid, nullptr, 0);
+}
+
+// One connection serves one request at a time: a poll queued behind another thread's get that
+// waits for its key gives up at its own bound, and the connection is not disturbed.
+TEST(TcpStoreServer, TryGetWithinQueuedBehindAWaitingGetEndsAtItsBound) {
+  TcpStoreServer server("127.0.0.1", 0, "");
+  auto store = makeTcpStore("127.0.0.1", server.port(), "", 60000ms);
+  store->setString("k", "v");
+  std::thread waiter([&] { EXPECT_THROW(store->get("never", 3000ms), Error); });
+  std::this_thread::sleep_for(200ms);  // the get holds the connection now
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    store->tryGetWithin("k", nullptr, 300ms);
+    ADD_FAILURE() << "the poll was answered while the get held the connection";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kTimeout);
+    EXPECT_NE(std::string(error.what()).find("held the connection"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2000ms);
+  waiter.join();
+  EXPECT_EQ(store->getString("k", 1000ms), "v");
 }
 
 }  // namespace

@@ -25,6 +25,13 @@ class Store {
   virtual Bytes get(const std::string& key, Duration timeout) = 0;
   // Returns the value if the key exists now, without waiting.
   virtual bool tryGet(const std::string& key, Bytes* value) = 0;
+  // tryGet for a poll that must not outlast its caller's own deadline: a store that has not
+  // answered within `answer_bound` throws Error(kTimeout) and stays usable (unlike abandon).
+  // Stores that answer without a server to wait for need not override it; wrappers pass it on.
+  virtual bool tryGetWithin(const std::string& key, Bytes* value, Duration answer_bound) {
+    (void)answer_bound;
+    return tryGet(key, value);
+  }
   // Atomically adds `delta` to the integer stored at key (missing = 0); returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   virtual void erase(const std::string& key) = 0;
@@ -47,6 +54,7 @@ class PrefixStore : public Store {
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key, Duration timeout) override;
   bool tryGet(const std::string& key, Bytes* value) override;
+  bool tryGetWithin(const std::string& key, Bytes* value, Duration answer_bound) override;
   int64_t add(const std::string& key, int64_t delta) override;
   void erase(const std::string& key) override;
   void abandon() override { inner_->abandon(); }

@@ -30,6 +30,10 @@ bool PrefixStore::tryGet(const std::string& key, Bytes* value) {
   return inner_->tryGet(full(key), value);
 }
 
+bool PrefixStore::tryGetWithin(const std::string& key, Bytes* value, Duration answer_bound) {
+  return inner_->tryGetWithin(full(key), value, answer_bound);
+}
+
 int64_t PrefixStore::add(const std::string& key, int64_t delta) {
   return inner_->add(full(key), delta);
 }

@@ -1,5 +1,6 @@
 // Client of TcpStoreServer: one connection, one request in flight at a time (a mutex around
-// each request/response), every wait bounded by a deadline.
+// each request/response), every wait bounded by a deadline: the queue for the connection,
+// the reconnect after a dropped one, and the request itself.
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -34,8 +35,8 @@ class TcpStore : public Store {
         secret_(std::move(secret)),
         connect_timeout_(connect_timeout),
         where_("rendezvous store at " + host_ + ":" + std::to_string(port_)) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    connect();
+    std::lock_guard<std::timed_mutex> lock(mutex_);
+    connect(Clock::time_point::max());
   }
 
   void set(const std::string& key, const Bytes& value) override {
@@ -53,10 +54,18 @@ class TcpStore : public Store {
   }
 
   bool tryGet(const std::string& key, Bytes* value) override {
-    auto [status, payload] = call(Op::kTryGet, key, "", 0, requestDeadline());
-    if (status == Status::kNotFound) return false;
-    if (value) value->assign(payload.begin(), payload.end());
-    return true;
+    return tryGetBy(key, value, Clock::time_point::max());
+  }
+
+  // A request that outlives `answer_bound` is abandoned like any timed-out request: its
+  // connection is dropped (a late reply must not answer the next request) and the next call
+  // connects afresh, so the store stays usable when its server was only slow.
+  bool tryGetWithin(const std::string& key, Bytes* value, Duration answer_bound) override {
+    // Compared in milliseconds: Duration::max() ("no bound") overflows in nanoseconds.
+    if (answer_bound >= std::chrono::duration_cast<Duration>(requestTimeout())) {
+      return tryGet(key, value);
+    }
+    return tryGetBy(key, value, Clock::now() + std::max(answer_bound, Duration(0)));
   }
 
   int64_t add(const std::string& key, int64_t delta) override {
@@ -78,21 +87,43 @@ class TcpStore : public Store {
   }
 
  private:
-  Clock::time_point requestDeadline() const {
-    return Clock::now() + std::max<Clock::duration>(connect_timeout_, kMinRequestTimeout);
+  Clock::duration requestTimeout() const {
+    return std::max<Clock::duration>(connect_timeout_, kMinRequestTimeout);
+  }
+  Clock::time_point requestDeadline() const { return Clock::now() + requestTimeout(); }
+
+  // tryGet ending at `bounded_by` (max: unbounded, the store's own request timeout).
+  bool tryGetBy(const std::string& key, Bytes* value, Clock::time_point bounded_by) {
+    const bool bounded = bounded_by != Clock::time_point::max();
+    auto [status, payload] =
+        call(Op::kTryGet, key, "", 0, bounded ? bounded_by : requestDeadline(), bounded_by);
+    if (status == Status::kNotFound) return false;
+    if (value) value->assign(payload.begin(), payload.end());
+    return true;
   }
 
   // Returns the status (kOk, kNotFound or kTimeout) and payload; kError becomes an exception.
+  // A request bounded by its caller (`bounded_by`, its deadline) ends there whatever it waits
+  // on: the queue for the connection, which another thread's get may hold for as long as it
+  // waits for its key, and the reconnect. Other requests queue unbounded and reconnect for the
+  // connect timeout, as the store's own requests always did.
   std::pair<Status, std::string> call(Op op, const std::string& key, const std::string& value,
-                                      uint64_t argument, Clock::time_point deadline) {
-    std::lock_guard<std::mutex> lock(mutex_);
+                                      uint64_t argument, Clock::time_point deadline,
+                                      Clock::time_point bounded_by = Clock::time_point::max()) {
+    std::unique_lock<std::timed_mutex> lock(mutex_, std::defer_lock);
+    if (bounded_by == Clock::time_point::max()) {
+      lock.lock();
+    } else if (!lock.try_lock_until(bounded_by)) {
+      throw makeError(ErrorCode::kTimeout, where_, ": no answer for key '", key,
+                      "' in time: another request of this process held the connection");
+    }
     if (abandoned_.load()) {
       throw makeError(ErrorCode::kPeerLost, where_, " was given up: its server stopped answering");
     }
     if (lost_) throw makeError(ErrorCode::kPeerLost, "lost connection to ", where_, " earlier");
     // A request abandoned at its deadline leaves a late reply on the old connection, so that
     // connection was dropped; start afresh rather than read someone else's answer.
-    if (!fd_) connect();
+    if (!fd_) connect(bounded_by);
     try {
       sendAll(tcp_store::encodeRequest(op, key, value, argument), deadline);
       std::string header = receiveExact(tcp_store::kResponseHeaderSize, deadline);
@@ -124,20 +155,22 @@ class TcpStore : public Store {
   // The server may start after its clients: refused connections are retried until the
   // connect timeout. A wrong secret is not retried: it will not get any better.
   // The socket is fd_ from before its handshake, so that abandon() reaches a server that
-  // accepted (the kernel does that for a stopped process) but never answers.
-  void connect() {
-    UniqueFd fd =
-        connectTcp(host_, port_, Deadline::after(connect_timeout_),
-                   where_ + " within " + std::to_string(connect_timeout_.count()) + " ms");
+  // accepted (the kernel does that for a stopped process) but never answers. `limit` is the
+  // deadline of a bounded request that connects.
+  void connect(Clock::time_point limit) {
+    const auto connect_by = std::min(Clock::now() + connect_timeout_, limit);
+    const auto within =
+        std::chrono::duration_cast<Duration>(connect_by - Clock::now()).count();
+    UniqueFd fd = connectTcp(host_, port_, Deadline(connect_by),
+                             where_ + " within " + std::to_string(within) + " ms");
     {
       std::lock_guard<std::mutex> lock(fd_mutex_);
       fd_ = std::move(fd);
       if (abandoned_.load()) ::shutdown(fd_.get(), SHUT_RDWR);
     }
     try {
-      authenticateConnection(
-          fd_.get(), secret_, /*is_server=*/false,
-          Clock::now() + std::max<Clock::duration>(connect_timeout_, kMinRequestTimeout), where_);
+      authenticateConnection(fd_.get(), secret_, /*is_server=*/false,
+                             std::min(requestDeadline(), limit), where_);
     } catch (...) {
       resetFd();
       throw;
@@ -160,7 +193,7 @@ class TcpStore : public Store {
   const Duration connect_timeout_;
   const std::string where_;  // "rendezvous store at host:port", for every message
 
-  std::mutex mutex_;  // one request/response at a time on fd_
+  std::timed_mutex mutex_;  // one request/response at a time on fd_
   // Written under mutex_ and fd_mutex_ both (so a call holding mutex_ may read it), read by
   // abandon() under fd_mutex_ alone; empty after a timed-out request.
   UniqueFd fd_;

@@ -58,6 +58,11 @@ bool WatchedStore::tryGet(const std::string& key, Bytes* value) {
   return inner_->tryGet(key, value);
 }
 
+bool WatchedStore::tryGetWithin(const std::string& key, Bytes* value, Duration answer_bound) {
+  throwIfStopped();
+  return inner_->tryGetWithin(key, value, answer_bound);
+}
+
 int64_t WatchedStore::add(const std::string& key, int64_t delta) {
   throwIfStopped();
   return inner_->add(key, delta);

@@ -25,6 +25,7 @@ class WatchedStore : public Store {
   // is rethrown as the inner store raised it (callers name the wait).
   Bytes get(const std::string& key, Duration timeout) final;
   bool tryGet(const std::string& key, Bytes* value) final;
+  bool tryGetWithin(const std::string& key, Bytes* value, Duration answer_bound) final;
   int64_t add(const std::string& key, int64_t delta) final;
   void erase(const std::string& key) final;
   void abandon() final { inner_->abandon(); }
