@@ -184,6 +184,38 @@ TEST(FailureRecord, PollingTheRecordKeepsAStoreThatDoesNotAnswer) {
   EXPECT_FALSE(store.abandoned());
 }
 
+// A communicator polls the record while a collective waits; against a store whose server
+// accepted the connection and never answers, each poll ends at the bound its wait gives it
+// (the store's own request timeout is a minute), and the store is kept.
+TEST(FailureRecord, APollOfASilentTcpStoreEndsAtItsAnswerBoundAndKeepsTheStore) {
+  UniqueFd listener = listenTcp("127.0.0.1", 0, 16);
+  auto store = makeTcpStore("127.0.0.1", boundPort(listener.get()), "", std::chrono::seconds(60));
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_FALSE(publishedFirstFailure(*store, Duration(0), Duration(300)).has_value());
+  EXPECT_FALSE(publishedFirstFailure(*store, Duration(0), Duration(300)).has_value());
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  // Not a timing of ronde: the alternative is two waits of a minute each.
+  EXPECT_LT(took, 20) << "a poll waited out the store's own request timeout";
+  try {
+    store->tryGetWithin("k", nullptr, Duration(100));
+    ADD_FAILURE() << "the silent store answered";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kTimeout) << "the store was given up: " << error.what();
+  }
+}
+
+TEST(FailureRecord, APollsAnswerBoundIsWhatIsLeftOfItsWaitAtMostTheFailurePathsBound) {
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_EQ(pollAnswerBound(now - std::chrono::seconds(1)), Duration(0));
+  EXPECT_EQ(pollAnswerBound(std::chrono::steady_clock::time_point::max()),
+            kFailurePathAnswerBound);
+  EXPECT_EQ(pollAnswerBound(now + std::chrono::hours(1)), kFailurePathAnswerBound);
+  const Duration left = pollAnswerBound(now + std::chrono::seconds(2));
+  EXPECT_GT(left, Duration(1000));
+  EXPECT_LE(left, Duration(2000));
+}
+
 // The runtime aborts every communicator it built (the world, the control channel, each process
 // set's), each publishing the failure; with the store stopped, only the first may wait on it.
 TEST(FailureRecord, AbortingSeveralCommunicatorsWaitsOnAStoppedStoreOnce) {

@@ -1,5 +1,6 @@
 #include "comm/failure_record.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <system_error>
@@ -26,9 +27,11 @@ Error parse(const std::string& text) {
 
 // Throws what the store throws, but for the wait on a counted writer: a timeout there means
 // the writer died between count and reason.
-std::optional<Error> read(Store& store, Duration writer_grace) {
+std::optional<Error> read(Store& store, Duration writer_grace, Duration answer_bound) {
   Bytes value;
-  if (store.tryGet(kReasonKey, &value)) return parse(std::string(value.begin(), value.end()));
+  if (store.tryGetWithin(kReasonKey, &value, answer_bound)) {
+    return parse(std::string(value.begin(), value.end()));
+  }
   if (writer_grace.count() <= 0 || store.add(kCountKey, 0) == 0) return std::nullopt;
   try {
     return parse(store.getString(kReasonKey, writer_grace));
@@ -105,9 +108,10 @@ void publishFirstFailure(Store& store, ErrorCode code, const std::string& messag
   }
 }
 
-std::optional<Error> publishedFirstFailure(Store& store, Duration writer_grace) {
+std::optional<Error> publishedFirstFailure(Store& store, Duration writer_grace,
+                                           Duration answer_bound) {
   try {
-    return read(store, writer_grace);
+    return read(store, writer_grace, answer_bound);
   } catch (const Error&) {
     return std::nullopt;  // gone with its rank, or only slow: the next read may tell
   }
@@ -118,11 +122,17 @@ Error failureToReport(Store& store, const Error& own, Duration writer_grace,
   if (own.code() != ErrorCode::kPeerLost && own.code() != ErrorCode::kAborted) return own;
   AnswerWatch watch(store, writer_grace + answer_bound, "read the job's first failure");
   try {
-    if (std::optional<Error> first = read(store, writer_grace)) return *first;
+    if (std::optional<Error> first = read(store, writer_grace, answer_bound)) return *first;
   } catch (const Error& e) {
     giveUpIfSilent(store, e, "read the job's first failure");
   }
   return own;
+}
+
+Duration pollAnswerBound(std::chrono::steady_clock::time_point deadline) {
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (left >= kFailurePathAnswerBound) return kFailurePathAnswerBound;
+  return std::max(std::chrono::duration_cast<Duration>(left), Duration(0));
 }
 
 }  // namespace ronde

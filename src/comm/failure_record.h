@@ -3,6 +3,7 @@
 // reports that first failure instead, so all ranks name the same cause.
 #pragma once
 
+#include <chrono>
 #include <optional>
 
 #include "ronde/errors.h"
@@ -25,8 +26,16 @@ void publishFirstFailure(Store& store, ErrorCode code, const std::string& messag
 
 // The published first failure, if any. A writer counts itself in before it writes the
 // reason, so one that is counted but has not written yet is waited for up to `writer_grace`.
-// Never throws, and keeps a store that does not answer: callers poll it while they wait.
-std::optional<Error> publishedFirstFailure(Store& store, Duration writer_grace);
+// Never throws, and keeps a store that does not answer: callers poll it while they wait, so
+// the first read's answer is awaited at most `answer_bound` (Store::tryGetWithin) and a
+// stopped store costs a poll no more than that.
+std::optional<Error> publishedFirstFailure(Store& store, Duration writer_grace,
+                                           Duration answer_bound = kFailurePathAnswerBound);
+
+// The answer bound for a poll made by a wait that ends at `deadline`: what is left of the
+// wait, at most kFailurePathAnswerBound, so that the poll never carries the wait past its
+// deadline.
+Duration pollAnswerBound(std::chrono::steady_clock::time_point deadline);
 
 // What a communicator failing with `own` reports before it aborts: where `own` may be the echo
 // of another rank's failure (a lost peer, an abort), the job's first published failure, if any

@@ -151,8 +151,10 @@ void MpiCommunicator::abort(ErrorCode code, const std::string& reason) {
 
 bool MpiCommunicator::peerPublishedFailure(std::string* reason, ErrorCode* code) {
   if (!options_.failure_store || options_.size == 1) return false;
-  // No grace: this is polled while MPI waits, and the wait's deadline still holds.
-  auto first = publishedFirstFailure(*options_.failure_store, Duration{0});
+  // No grace, and no answer awaited past the wait's deadline: this is polled while MPI
+  // waits, and that deadline still holds.
+  auto first = publishedFirstFailure(*options_.failure_store, Duration{0},
+                                     pollAnswerBound(deadline_.at()));
   if (!first) return false;
   *code = first->code();
   *reason = first->what();

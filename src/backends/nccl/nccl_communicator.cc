@@ -185,7 +185,8 @@ void NcclCommunicator::stopIfFailed(const char* what, Deadline deadline, bool fo
   }
   if (failureStore() && size() > 1 && now >= next_store_check_) {
     next_store_check_ = now + kPatience;
-    if (auto first = publishedFirstFailure(*failureStore(), Duration{0})) {
+    if (auto first = publishedFirstFailure(*failureStore(), Duration{0},
+                                           pollAnswerBound(deadline.at()))) {
       abortNccl();
       throw *first;
     }
