@@ -122,7 +122,8 @@ Error failureToReport(Store& store, const Error& own, Duration writer_grace,
   if (own.code() != ErrorCode::kPeerLost && own.code() != ErrorCode::kAborted) return own;
   AnswerWatch watch(store, writer_grace + answer_bound, "read the job's first failure");
   try {
-    if (std::optional<Error> first = read(store, writer_grace, answer_bound)) return *first;
+    // The watch bounds the whole read, the wait for a counted writer included.
+    if (std::optional<Error> first = read(store, writer_grace, Duration::max())) return *first;
   } catch (const Error& e) {
     giveUpIfSilent(store, e, "read the job's first failure");
   }

@@ -26,11 +26,12 @@ void publishFirstFailure(Store& store, ErrorCode code, const std::string& messag
 
 // The published first failure, if any. A writer counts itself in before it writes the
 // reason, so one that is counted but has not written yet is waited for up to `writer_grace`.
-// Never throws, and keeps a store that does not answer: callers poll it while they wait, so
-// the first read's answer is awaited at most `answer_bound` (Store::tryGetWithin) and a
-// stopped store costs a poll no more than that.
+// Never throws, and keeps a store that does not answer: callers poll it while they wait. A
+// caller whose wait has a deadline passes `answer_bound` (pollAnswerBound): the first read's
+// answer is awaited at most that long (Store::tryGetWithin), so a stopped store costs the poll
+// no more; by default the store's own request timeout bounds it.
 std::optional<Error> publishedFirstFailure(Store& store, Duration writer_grace,
-                                           Duration answer_bound = kFailurePathAnswerBound);
+                                           Duration answer_bound = Duration::max());
 
 // The answer bound for a poll made by a wait that ends at `deadline`: what is left of the
 // wait, at most kFailurePathAnswerBound, so that the poll never carries the wait past its
