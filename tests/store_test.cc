@@ -513,7 +513,6 @@ TEST(TcpStoreServer, AbandonEndsTheCallWaitingOnAStoppedServerAndEveryLaterOne) 
   ::waitpid(server_pid, nullptr, 0);
 }
 
-
 // A poll made while a collective waits (is there a published failure?) must not carry the wait
 // past its deadline when the store's server is stopped, yet the store must serve again once
 // the server continues: it was only slow, and nothing gave it up.
