@@ -46,6 +46,7 @@ Value readValue(DataType t, const unsigned char* p) {
     case DataType::kUInt8: v.i = readAs<uint8_t>(p); break;
     case DataType::kInt8: v.i = static_cast<uint64_t>(readAs<int8_t>(p)); break;
     case DataType::kInt16: v.i = static_cast<uint64_t>(readAs<int16_t>(p)); break;
+    case DataType::kUInt16: v.i = readAs<uint16_t>(p); break;
     case DataType::kInt32: v.i = static_cast<uint64_t>(readAs<int32_t>(p)); break;
     case DataType::kInt64: v.i = static_cast<uint64_t>(readAs<int64_t>(p)); break;
     case DataType::kBool: v.i = readAs<uint8_t>(p) != 0; break;
@@ -62,6 +63,7 @@ int64_t signedValue(DataType t, uint64_t wrapped) {
     case DataType::kUInt8: return static_cast<uint8_t>(wrapped);
     case DataType::kInt8: return static_cast<int8_t>(wrapped);
     case DataType::kInt16: return static_cast<int16_t>(wrapped);
+    case DataType::kUInt16: return static_cast<uint16_t>(wrapped);
     case DataType::kInt32: return static_cast<int32_t>(wrapped);
     default: return static_cast<int64_t>(wrapped);
   }
@@ -115,6 +117,7 @@ int64_t scaleReference(DataType t, int64_t v, double scale) {
     case DataType::kUInt8: lo = 0; hi = 255; break;
     case DataType::kInt8: lo = -128; hi = 127; break;
     case DataType::kInt16: lo = -32768; hi = 32767; break;
+    case DataType::kUInt16: lo = 0; hi = 65535; break;
     case DataType::kInt32: lo = -2147483648.0; hi = 2147483647.0; break;
     default: break;
   }
@@ -260,7 +263,7 @@ void expectMatches(DataType t, const unsigned char* got, const Expected& e, size
 constexpr DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,     DataType::kInt16,
                                   DataType::kInt32,   DataType::kInt64,    DataType::kFloat16,
                                   DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
-                                  DataType::kBool};
+                                  DataType::kBool,    DataType::kUInt16};
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
                                 ReduceOp::kMax, ReduceOp::kProduct};
 

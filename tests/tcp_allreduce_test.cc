@@ -30,6 +30,8 @@ bool matches(DataType type, ReduceOp op, double got, double want) {
         return got == static_cast<int8_t>(static_cast<int64_t>(want));
       case DataType::kInt16:
         return got == static_cast<int16_t>(static_cast<int64_t>(want));
+      case DataType::kUInt16:
+        return got == static_cast<uint16_t>(static_cast<int64_t>(want));
       default:
         return got == want;
     }

@@ -18,8 +18,9 @@ enum class DataType : uint8_t {
   kFloat32,
   kFloat64,
   kBool,
+  kUInt16,  // last, so that the codes before it keep their values
 };
-constexpr int kNumDataTypes = 10;
+constexpr int kNumDataTypes = 11;
 
 size_t dataTypeSize(DataType type);
 const char* dataTypeName(DataType type);

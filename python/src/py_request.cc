@@ -67,6 +67,7 @@ void registerRequestTypes(py::module_& m) {
       .value("UINT8", DataType::kUInt8)
       .value("INT8", DataType::kInt8)
       .value("INT16", DataType::kInt16)
+      .value("UINT16", DataType::kUInt16)
       .value("INT32", DataType::kInt32)
       .value("INT64", DataType::kInt64)
       .value("FLOAT16", DataType::kFloat16)

@@ -422,6 +422,7 @@ KernelTable buildTable() {
   fillType<Isa, IntCodec<uint8_t>>(table, DataType::kUInt8);
   fillType<Isa, IntCodec<int8_t>>(table, DataType::kInt8);
   fillType<Isa, IntCodec<int16_t>>(table, DataType::kInt16);
+  fillType<Isa, IntCodec<uint16_t>>(table, DataType::kUInt16);
   fillType<Isa, IntCodec<int32_t>>(table, DataType::kInt32);
   fillType<Isa, IntCodec<int64_t>>(table, DataType::kInt64);
   fillType<Isa, typename Isa::Float16>(table, DataType::kFloat16);

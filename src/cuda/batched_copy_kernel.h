@@ -220,6 +220,8 @@ void dispatch(const LaunchPlan& plan, const CopyConversion& c, LaunchAll&& launc
       return launch(plan, ScaleInteger<int8_t>{c.scale});
     case DataType::kInt16:
       return launch(plan, ScaleInteger<int16_t>{c.scale});
+    case DataType::kUInt16:
+      return launch(plan, ScaleInteger<uint16_t>{c.scale});
     case DataType::kInt32:
       return launch(plan, ScaleInteger<int32_t>{c.scale});
     case DataType::kInt64:

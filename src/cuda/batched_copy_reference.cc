@@ -91,6 +91,8 @@ void convertSegment(const CopySegment& s, const CopyConversion& c) {
       return scaleIntegers<int8_t>(s.src, s.dst, s.count, c.scale);
     case DataType::kInt16:
       return scaleIntegers<int16_t>(s.src, s.dst, s.count, c.scale);
+    case DataType::kUInt16:
+      return scaleIntegers<uint16_t>(s.src, s.dst, s.count, c.scale);
     case DataType::kInt32:
       return scaleIntegers<int32_t>(s.src, s.dst, s.count, c.scale);
     case DataType::kInt64:

@@ -122,7 +122,7 @@ void expectDeviceMatchesReference(const CopyConversion& c, size_t segments, size
 const DataType kAllTypes[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
                               DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
                               DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
-                              DataType::kBool};
+                              DataType::kBool,     DataType::kUInt16};
 
 TEST(BatchedCopyGpu, RawCopiesOfEveryTypeMatchTheReference) {
   RONDE_SKIP_WITHOUT_GPU();

@@ -106,7 +106,8 @@ void allreduceEverything(Runtime& rt, int rank, int size, int gpu) {
   for (DataType type : allDataTypes()) {
     for (ReduceOp op : allReduceOps()) {
       if (type == DataType::kBool && op == ReduceOp::kAverage) continue;
-      if (type == DataType::kInt16 && op == ReduceOp::kProduct) continue;
+      if ((type == DataType::kInt16 || type == DataType::kUInt16) && op == ReduceOp::kProduct)
+        continue;
       for (int64_t n : {int64_t{100000}, int64_t{3}}) {  // several 64 KiB chunks, and a few
         Case c;
         c.type = type;

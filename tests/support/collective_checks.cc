@@ -19,6 +19,7 @@ double wrapToType(DataType type, double v) {
     case DataType::kUInt8: return static_cast<uint8_t>(static_cast<int64_t>(v));
     case DataType::kInt8: return static_cast<int8_t>(static_cast<int64_t>(v));
     case DataType::kInt16: return static_cast<int16_t>(static_cast<int64_t>(v));
+    case DataType::kUInt16: return static_cast<uint16_t>(static_cast<int64_t>(v));
     default: return v;
   }
 }

@@ -62,7 +62,8 @@ class StandInDeviceCommunicator final : public Communicator {
   }
   void barrier() override { inner_->barrier(); }
   bool supportsReduction(DataType type, ReduceOp op) const override {
-    return !(lacks_int16_ && type == DataType::kInt16) && inner_->supportsReduction(type, op);
+    const bool sixteen_bit_integer = type == DataType::kInt16 || type == DataType::kUInt16;
+    return !(lacks_int16_ && sixteen_bit_integer) && inner_->supportsReduction(type, op);
   }
 
   using Communicator::abort;
@@ -194,7 +195,8 @@ void allreduceEverything(DeviceWorld& world, RuntimeContext& ctx, Submission sub
   for (DataType type : allDataTypes()) {
     for (ReduceOp op : allReduceOps()) {
       if (type == DataType::kBool && op == ReduceOp::kAverage) continue;
-      if (type == DataType::kInt16 && op == ReduceOp::kProduct) continue;
+      if ((type == DataType::kInt16 || type == DataType::kUInt16) && op == ReduceOp::kProduct)
+        continue;
       // Two tensors per pair: 2500 elements (several 4 KiB chunks for every dtype) and 7.
       for (int64_t n : {int64_t{2500}, int64_t{7}}) {
         Case c{type, op, 1.0, 1.0, ++salt, nullptr, nullptr, static_cast<uintptr_t>(100 + salt)};

@@ -17,7 +17,7 @@ namespace ronde::testing {
 inline double inputValue(DataType type, int rank, size_t i, int salt = 0) {
   long v = static_cast<long>((static_cast<size_t>(rank) * 5 + i * 3 + static_cast<size_t>(salt) * 2) % 7);
   if (type == DataType::kBool) return v % 3 == 0 ? 1 : 0;
-  if (type == DataType::kUInt8) return static_cast<double>(v);
+  if (type == DataType::kUInt8 || type == DataType::kUInt16) return static_cast<double>(v);
   return static_cast<double>(v - 3);
 }
 
@@ -27,6 +27,7 @@ inline void storeValue(DataType type, void* base, size_t i, double v) {
     case DataType::kUInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<long>(v)); break;
     case DataType::kInt8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
     case DataType::kInt16: static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v); break;
+    case DataType::kUInt16: static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(static_cast<long>(v)); break;
     case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
     case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
     case DataType::kFloat16: static_cast<_Float16*>(base)[i] = static_cast<_Float16>(v); break;
@@ -48,6 +49,7 @@ inline double loadValue(DataType type, const void* base, size_t i) {
     case DataType::kUInt8: return static_cast<const uint8_t*>(base)[i];
     case DataType::kInt8: return static_cast<const int8_t*>(base)[i];
     case DataType::kInt16: return static_cast<const int16_t*>(base)[i];
+    case DataType::kUInt16: return static_cast<const uint16_t*>(base)[i];
     case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case DataType::kFloat16: return static_cast<double>(static_cast<const _Float16*>(base)[i]);
@@ -67,7 +69,7 @@ inline double loadValue(DataType type, const void* base, size_t i) {
 inline size_t sizeOf(DataType type) {
   switch (type) {
     case DataType::kUInt8: case DataType::kInt8: case DataType::kBool: return 1;
-    case DataType::kInt16: case DataType::kFloat16: case DataType::kBFloat16: return 2;
+    case DataType::kInt16: case DataType::kUInt16: case DataType::kFloat16: case DataType::kBFloat16: return 2;
     case DataType::kInt32: case DataType::kFloat32: return 4;
     case DataType::kInt64: case DataType::kFloat64: return 8;
   }
@@ -103,7 +105,7 @@ inline double expectedReduction(DataType type, ReduceOp op, int size, size_t i, 
 inline std::vector<DataType> allDataTypes() {
   return {DataType::kUInt8, DataType::kInt8, DataType::kInt16, DataType::kInt32, DataType::kInt64,
           DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
-          DataType::kBool};
+          DataType::kBool, DataType::kUInt16};
 }
 
 // What ronde's allreduce gives for (type, op) over `size` ranks with the scales: floats exactly

@@ -52,7 +52,9 @@ _HOST_OUTPUT = _core.HOST_OUTPUT
 _from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
 
 # ronde::DataType codes, as TensorRef takes them
-_DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items()}
+# (torch 1.13 has no uint16: a dtype this torch lacks is left out.)
+_DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items()
+           if hasattr(torch, name)}
 
 HorovodInternalError = _core.RondeError
 RondeError = _core.RondeError

@@ -33,6 +33,7 @@ TypeMap::TypeMap() {
   set(DataType::kUInt8, MPI_UINT8_T);
   set(DataType::kInt8, MPI_INT8_T);
   set(DataType::kInt16, MPI_INT16_T);
+  set(DataType::kUInt16, MPI_UINT16_T);
   set(DataType::kInt32, MPI_INT32_T);
   set(DataType::kInt64, MPI_INT64_T);
   set(DataType::kFloat16, half_);

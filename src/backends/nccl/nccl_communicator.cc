@@ -297,7 +297,8 @@ void* NcclCommunicator::scratch(size_t bytes) {
 }
 
 bool NcclCommunicator::supportsReduction(DataType type, ReduceOp op) const {
-  return type != DataType::kInt16 && op != ReduceOp::kAdasum;  // ncclReduceType/ncclReduceOp
+  return type != DataType::kInt16 && type != DataType::kUInt16 &&  // ncclReduceType
+         op != ReduceOp::kAdasum;                                  // ncclReduceOp
 }
 
 void NcclCommunicator::validateCounts(const std::vector<size_t>& counts, const char* what) const {

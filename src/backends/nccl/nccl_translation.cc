@@ -41,6 +41,7 @@ ncclDataType_t ncclReduceType(DataType type) {
     case DataType::kFloat64:
       return ncclFloat64;
     case DataType::kInt16:
+    case DataType::kUInt16:
       break;
   }
   throw makeError(ErrorCode::kInvalidArgument, "NCCL cannot reduce ", dataTypeName(type),
