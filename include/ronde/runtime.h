@@ -175,6 +175,10 @@ class Runtime {
   // the id to put in Request::process_set.
   virtual int addProcessSet(std::vector<int> ranks) = 0;
   virtual void removeProcessSet(int id) = 0;
+  // The sorted world ranks of set `id` (0: every rank), as registered on this rank;
+  // Error(kInvalidArgument) when no set has that id. For frontends that ask at run time
+  // (TensorFlow's size and rank ops), so that a graph built earlier sees the set as it is now.
+  virtual std::vector<int> processSetRanks(int id) const = 0;
 
   virtual void startTimeline(const std::string& path, bool mark_cycles) = 0;
   virtual void stopTimeline() = 0;

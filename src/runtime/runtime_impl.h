@@ -66,6 +66,7 @@ class RuntimeImpl final : public Runtime {
   std::vector<std::shared_ptr<Handle>> enqueueGroup(std::vector<Request> requests) override;
   int addProcessSet(std::vector<int> ranks) override;
   void removeProcessSet(int id) override;
+  std::vector<int> processSetRanks(int id) const override;
   void startTimeline(const std::string& path, bool mark_cycles) override;
   void stopTimeline() override;
   void setFusionThreshold(int64_t bytes) override;

@@ -76,4 +76,10 @@ void RuntimeImpl::removeProcessSet(int id) {
   runInternal(std::move(d));
 }
 
+std::vector<int> RuntimeImpl::processSetRanks(int id) const {
+  std::shared_ptr<const std::vector<int>> ranks = sets_.ranks(id);
+  if (!ranks) throw makeError(ErrorCode::kInvalidArgument, "process set ", id, " does not exist");
+  return *ranks;
+}
+
 }  // namespace ronde::runtime
