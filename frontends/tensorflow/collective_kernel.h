@@ -32,6 +32,7 @@ class CollectiveKernel : public ::tensorflow::AsyncOpKernel {
   Request member(RequestKind kind, size_t index) const;
   // Adds the op's reduce_op, prescale_factor and postscale_factor to `r`.
   void reduction(Request& r) const;
+  int processSet() const { return process_set_; }
 
   // Submits `requests`, one alone or several as one group, and calls `done` once they all
   // completed, with the first failure's status (or once, at once, if the runtime refuses them).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collective_kernel.h"
+#include "ronde/shared_runtime.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tf_tensor.h"
 
@@ -139,13 +140,22 @@ class AlltoallKernel : public CollectiveKernel {
       r.splits.assign(values.data(), values.data() + values.size());
     } else {
       // No splits: the first dimension in even shares, as the other frontends divide it.
+      int64_t members = set_size_;
+      if (members == 0) {  // the set as it is now (an elastic world may have re-formed)
+        try {
+          members = static_cast<int64_t>(shared_runtime::get()->processSetRanks(processSet()).size());
+        } catch (const Error& e) {
+          context->SetStatus(statusOf(e));
+          return done();
+        }
+      }
       const int64_t rows = input.dims() > 0 ? input.dim_size(0) : 0;
       OP_REQUIRES_ASYNC(
-          context, set_size_ > 0 && rows % set_size_ == 0,
+          context, members > 0 && rows % members == 0,
           tf::errors::InvalidArgument("alltoall without splits needs the first dimension (", rows,
-                                      ") to be divisible by the number of ranks (", set_size_, ")"),
+                                      ") to be divisible by the number of ranks (", members, ")"),
           done);
-      r.splits.assign(static_cast<size_t>(set_size_), rows / set_size_);
+      r.splits.assign(static_cast<size_t>(members), rows / members);
     }
     if (!viewOf(context, 0, &r.input)) return done();
     r.allocate_output = outputAllocator(context, 0);

@@ -14,6 +14,8 @@ DataType rondeType(tf::DataType type) {
       return DataType::kInt8;
     case tf::DT_INT16:
       return DataType::kInt16;
+    case tf::DT_UINT16:
+      return DataType::kUInt16;
     case tf::DT_INT32:
       return DataType::kInt32;
     case tf::DT_INT64:
