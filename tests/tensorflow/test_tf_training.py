@@ -101,7 +101,7 @@ def test_distributed_optimizer_in_function_matches_combined_batch():
 
 
 def test_distributed_optimizer_refuses_what_it_cannot_wrap():
-    with pytest.raises(TypeError, match="Keras optimizer"):
+    with pytest.raises(TypeError, match="TF1 optimizer .* or a Keras optimizer"):
         hvd.DistributedOptimizer(object())
 
 
@@ -139,9 +139,15 @@ def test_shape_mismatch_raises_on_every_rank(compile):
     x = tf.ones([r + 1, 2])
     fn = (lambda x: hvd.allreduce(x, name="mismatch_%s" % compile))
     fn = tf.function(fn) if compile else fn
-    error = hvd.MismatchError if not compile else tf.errors.OpError
-    with pytest.raises(error, match="(?i)shape"):
+    # Horovod's class in both modes; eagerly also ronde's. Inside a function the numpy
+    # bridge's py_func can only fail with UnknownError (TensorFlow maps no other exception of
+    # a py_func to its code; docs/frontends.md).
+    error = tf.errors.FailedPreconditionError
+    if compile and compiled_ops.library() is None:
+        error = tf.errors.UnknownError
+    with pytest.raises(error, match="(?i)shape") as caught:
         fn(x)
+    assert compile or isinstance(caught.value, hvd.MismatchError)
 
 
 def test_dtype_mismatch_raises_on_every_rank():
@@ -151,9 +157,9 @@ def test_dtype_mismatch_raises_on_every_rank():
 
 
 def test_unsupported_dtype_names_it():
-    with pytest.raises(ValueError, match="complex64"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="complex64"):
         hvd.allreduce(tf.constant([1 + 2j], tf.complex64))
-    with pytest.raises(ValueError, match="string"):
+    with pytest.raises(ValueError, match="string"):  # also a ValueError, as before
         hvd.allgather(tf.constant(["a"]))
 
 
@@ -189,31 +195,13 @@ def _ten_layer_tape_step(layers):
     return step
 
 
-@pytest.mark.skipif(compiled_ops.library() is None, reason="the numpy path is in use")
-def test_tape_runs_one_asynchronous_compiled_op_per_gradient():
-    """With the compiled kernels each gradient is one asynchronous RondeAllreduce: it submits
-    as the backward pass produces its gradient and blocks no thread, so no split is needed,
-    and no Python runs in the step."""
-    layers = _ten_layers()
-    step = _ten_layer_tape_step(layers)
-    x = tf.ones([2, 4]) * (hvd.rank() + 1)
-    kinds = [op.type for op in step.get_concrete_function(x).graph.get_operations()]
-    assert kinds.count("RondeAllreduce") == 10, kinds
-    assert not [k for k in kinds if "PyFunc" in k], kinds
-    # Every rank's gradient, computed here alone, averaged.
-    expected = [tf.zeros([4, 4]) for _ in layers]
-    for r in range(hvd.size()):
-        with tf.GradientTape() as tape:
-            loss = _ten_layer_loss(layers, tf.ones([2, 4]) * (r + 1))
-        expected = [e + g / hvd.size() for e, g in zip(expected, tape.gradient(loss, layers))]
-    for got, want in zip(step(x), expected):
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-7)
-
-
-@pytest.mark.skipif(compiled_ops.library() is not None, reason="the compiled kernels are in use")
 def test_tape_submits_every_gradient_before_waiting_for_any(monkeypatch):
     """In a tf.function the runtime must see all gradients before the first wait, so that it
-    can fuse them and no rank blocks while holding back a submission others wait for."""
+    can fuse them and no rank blocks while holding back a submission others wait for. With
+    the compiled kernels each gradient is one asynchronous RondeAllreduce, marked to run
+    independently of the function's other stateful ops: it submits as the backward pass
+    produces its gradient and blocks no thread, and no Python runs in the step. The numpy
+    bridge splits each into a submitting and a waiting op, all submitting ones first."""
     from ronde.common import numpy_ops
     events = []
     submit, wait = numpy_ops.allreduce, numpy_ops.Pending.wait
@@ -229,8 +217,25 @@ def test_tape_submits_every_gradient_before_waiting_for_any(monkeypatch):
     monkeypatch.setattr(numpy_ops.Pending, "wait", recording_wait)
     layers = _ten_layers()
     step = _ten_layer_tape_step(layers)
-    grads = step(tf.ones([2, 4]) * (hvd.rank() + 1))
-    kinds = [kind for kind, _ in events]
-    assert kinds.count("submit") == 10 and kinds.count("wait") == 10
-    assert kinds.index("wait") == 10, kinds
-    assert all(g.shape == (4, 4) for g in grads)
+    x = tf.ones([2, 4]) * (hvd.rank() + 1)
+    graph = step.get_concrete_function(x).graph
+    kinds = [op.type for op in graph.get_operations()]
+    if compiled_ops.library() is not None:
+        assert kinds.count("RondeAllreduce") == 10, kinds
+        assert not [k for k in kinds if "PyFunc" in k], kinds
+        independent = [op for op in graph.get_operations() if op.type == "RondeAllreduce" and
+                       op.get_attr("_independent_side_effects")]
+        assert len(independent) == 10
+    grads = step(x)
+    if compiled_ops.library() is None:
+        order = [kind for kind, _ in events]
+        assert order.count("submit") == 10 and order.count("wait") == 10
+        assert order.index("wait") == 10, order
+    # Every rank's gradient, computed here alone, averaged.
+    expected = [tf.zeros([4, 4]) for _ in layers]
+    for r in range(hvd.size()):
+        with tf.GradientTape() as tape:
+            loss = _ten_layer_loss(layers, tf.ones([2, 4]) * (r + 1))
+        expected = [e + g / hvd.size() for e, g in zip(expected, tape.gradient(loss, layers))]
+    for got, want in zip(grads, expected):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-7)

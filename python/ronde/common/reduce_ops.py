@@ -20,3 +20,10 @@ CORE_OPS = {Sum: _core.ReduceOp.SUM, Average: _core.ReduceOp.AVERAGE, Min: _core
 
 # dtype name -> ronde::DataType code (the extension's own enum, so the two cannot drift apart)
 DTYPE_CODES = {name.lower(): int(value) for name, value in _core.DataType.__members__.items()}
+
+_OPS_BY_CODE = {int(core): op for op, core in CORE_OPS.items()}
+
+
+def op_of_code(code):
+    """Horovod's op number for a ronde::ReduceOp code (a graph op's reduce_op attribute)."""
+    return _OPS_BY_CODE[int(code)]

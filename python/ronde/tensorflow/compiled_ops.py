@@ -7,21 +7,20 @@ same TensorFlow version: TF's C++ ABI changes between releases. RONDE_TENSORFLOW
 `auto` (these where available, else the tf.numpy_function path), `compiled` (these, or an
 error at import saying why not), `python` (always the tf.numpy_function path).
 
-A failed op's message holds "ronde <Code>: " before the runtime's; `raise_as_ronde_error`
-turns such an OpError into ronde's own exception class, as the eager numpy path raises it.
+A failed op's message holds "ronde <Code>: " before the runtime's; `run` raises such an
+OpError eagerly as the class of ronde.tensorflow.errors for that code.
 """
 
 import os
-import re
 
 import tensorflow as tf
 
 from ronde import _core
+from ronde.tensorflow import errors
 
 _DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY = os.path.join(_DIRECTORY, "_ronde_tf_ops.so")
 _BUILT_FOR = os.path.join(_DIRECTORY, "tensorflow_build.txt")
-_TAG = re.compile(r"ronde (\w+): ")
 
 _loaded = None  # (module of op wrappers or None, why not) once decided
 
@@ -60,15 +59,37 @@ def why_not():
     return _loaded[1]
 
 
-def raise_as_ronde_error(error):
-    """Re-raises a failed ronde op's tf.errors.OpError as ronde's exception class for its
-    code (MismatchError, TimeoutError, ...); any other OpError as it is."""
-    match = _TAG.search(error.message)  # after TensorFlow's "{{function_node ...}} " prefix
-    cls = getattr(_core, match.group(1) + "Error", None) if match else None
-    if cls is None or not isinstance(cls, type) or not issubclass(cls, _core.RondeError):
-        raise error
-    message = error.message[match.end():]
-    raise cls(message.split(" [Op:", 1)[0]) from None  # without TensorFlow's op suffix
+def run(op, *inputs, **attrs):
+    """Creates (in a graph) or runs (eagerly) the compiled op function `op`.
+
+    Eagerly, a ronde failure is raised as ronde.tensorflow.errors' class for its code (both
+    TensorFlow's class and ronde's). Inside a tf.function the new op is marked to run
+    independently of the function's other stateful ops: it must run, but in no set order, as
+    Horovod's (unmarked) ops run, so that collectives can be fused and ranks that create
+    independent collectives in different orders do not wait for each other.
+    """
+    if tf.executing_eagerly():
+        try:
+            return op(*inputs, **attrs)
+        except tf.errors.OpError as error:
+            errors.raise_op_error(error)
+    result = op(*inputs, **attrs)
+    mark_independent(result)
+    return result
+
+
+def mark_independent(result):
+    """Marks the op behind `result` (an Operation, a tensor or a list of tensors) as one that
+    a tf.function must run but need not order (see run)."""
+    manager = getattr(tf.compat.v1.get_default_graph(), "experimental_acd_manager", None)
+    if manager is None:  # a TF1 graph, or not under automatic control dependencies
+        return
+    if isinstance(result, (list, tuple)):
+        if not result:
+            return
+        result = result[0]
+    operation = result if isinstance(result, tf.Operation) else result.op
+    manager.run_independently(operation)
 
 
 def scale_text(value):

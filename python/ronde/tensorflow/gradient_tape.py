@@ -1,99 +1,107 @@
-"""Horovod's DistributedGradientTape: tape.gradient() returns gradients averaged over ranks."""
+"""Horovod's DistributedGradientTape and PartialDistributedGradientTape: a `tf.GradientTape`
+whose gradient() returns gradients reduced over the ranks."""
 
 import tensorflow as tf
 
 from ronde.common import numpy_ops as nops
 from ronde.common.process_sets import global_process_set
+from ronde.tensorflow import gradient_reduction
 from ronde.tensorflow.compression import Compression
+from ronde.tensorflow.gradient_reduction import allreduce_gradients  # noqa: F401 (ronde.keras)
 
 
-def _scales(op, gradient_predivide_factor):
-    if gradient_predivide_factor != 1.0 and op != nops.Average:
-        raise ValueError("gradient_predivide_factor needs op=Average")
-    # Average is split around the sum: 1/f before, f/size after (the runtime applies 1/size).
-    return 1.0 / gradient_predivide_factor, gradient_predivide_factor
+class _DistributedTape:
+    """Mixed in before the wrapped tape's own class (see DistributedGradientTape)."""
 
+    def _ronde_configure(self, device_dense, device_sparse, compression, sparse_as_dense, op,
+                         gradient_predivide_factor, groups, process_set, scale_local_gradients):
+        self._ronde_options = dict(
+            compression=compression, sparse_as_dense=sparse_as_dense, op=op,
+            gradient_predivide_factor=gradient_predivide_factor, groups=groups,
+            process_set=process_set, device_dense=device_dense, device_sparse=device_sparse,
+            scale_local_gradients=scale_local_gradients)
+        self._local_sources = []
+        self.process_set = process_set
+        self.scale_local_gradients = scale_local_gradients
 
-def allreduce_gradients(grads, names, compression=Compression.none, sparse_as_dense=False,
-                        op=nops.Average, gradient_predivide_factor=1.0,
-                        process_set=global_process_set):
-    """Reduces a list of gradients (None stays None). Every dense gradient is submitted before
-    any is waited for: in a tf.function the submitting ops run as the backward pass produces
-    each gradient, and the runtime fuses what is ready together. The compiled kernels are
-    asynchronous, so there one op per gradient does both; the numpy path splits each into a
-    submitting and a waiting op."""
-    from ronde.tensorflow.mpi_ops import _allreduce_raw, _allreduce_start, _finish, _ops, allreduce
-    op = nops.check_op(op)
-    prescale, postscale = _scales(op, gradient_predivide_factor)
-    if not process_set.included():
-        return list(grads)
-    results = list(grads)
-    started = []
-    for i, (grad, name) in enumerate(zip(grads, names)):
-        if grad is None:
-            continue
-        if isinstance(grad, tf.IndexedSlices):
-            if sparse_as_dense:
-                grad = tf.convert_to_tensor(grad)
-            else:
-                results[i] = allreduce(grad, op=op, name=name, process_set=process_set)
-                continue
-        compressed, ctx = compression.compress(grad)
-        if _ops is not None:
-            results[i] = compression.decompress(
-                _allreduce_raw(compressed, name, op, prescale, postscale, process_set), ctx)
-            continue
-        handle = _allreduce_start(compressed, name, op, prescale, postscale, process_set)
-        started.append((i, handle, compressed, ctx))
-    for i, handle, compressed, ctx in started:
-        reduced = _finish(handle, compressed.dtype, compressed.shape)
-        results[i] = compression.decompress(reduced, ctx)
-    return results
+    def register_local_source(self, source):
+        """Horovod's `register_local_source`: this source's gradient is not reduced; it stays
+        this rank's own (divided by the set's size when scale_local_gradients)."""
+        if all(source is not s for s in self._local_sources):
+            self._local_sources.append(source)
 
-
-def _variable_name(source, index):
-    name = getattr(source, "path", None) or getattr(source, "name", None)
-    return "grad.%d.%s" % (index, name) if name else "grad.%d" % index
-
-
-class DistributedGradientTape:
-    """Horovod's `hvd.DistributedGradientTape(gradtape, device_dense='', device_sparse='',
-    compression=Compression.none, sparse_as_dense=False, op=Average,
-    gradient_predivide_factor=1.0, num_groups=0, groups=None, process_set=global_process_set)`.
-
-    Wraps a `tf.GradientTape`; `gradient()` returns the gradients reduced over the ranks of
-    `process_set` (a rank outside it gets its own). Other tape methods pass through.
-    `num_groups`/`groups` are accepted: ronde's runtime fuses by readiness anyway.
-    """
-
-    def __init__(self, gradtape, device_dense="", device_sparse="",
-                 compression=Compression.none, sparse_as_dense=False, op=nops.Average,
-                 gradient_predivide_factor=1.0, num_groups=0, groups=None,
-                 process_set=global_process_set, **unused):
-        self._tape = gradtape
-        self._compression = compression
-        self._sparse_as_dense = sparse_as_dense
-        self._op = nops.check_op(op)
-        self._predivide = float(gradient_predivide_factor)
-        _scales(self._op, self._predivide)
-        self._process_set = process_set
-
-    def __enter__(self):
-        self._tape.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._tape.__exit__(*exc)
-
-    def __getattr__(self, item):
-        return getattr(self._tape, item)
-
-    def gradient(self, target, sources, output_gradients=None, **kwargs):
-        grads = self._tape.gradient(target, sources, output_gradients, **kwargs)
+    def gradient(self, target, sources, output_gradients=None, use_generic_names=False,
+                 unconnected_gradients=tf.UnconnectedGradients.NONE):
+        """The tape's gradients of `target` with respect to `sources` (any nest of them),
+        reduced over the process set. `use_generic_names` names the requests by position only
+        (`grad_<i>`), so that ranks whose variables are named differently still agree."""
+        grads = super().gradient(target, sources, output_gradients,
+                                 unconnected_gradients=unconnected_gradients)
         flat_sources = tf.nest.flatten(sources)
         flat_grads = tf.nest.flatten(grads, expand_composites=False)
-        names = [_variable_name(s, i) for i, s in enumerate(flat_sources)]
-        reduced = allreduce_gradients(flat_grads, names, self._compression,
-                                      self._sparse_as_dense, self._op, self._predivide,
-                                      self._process_set)
+        names = (["grad_%d" % i for i in range(len(flat_sources))] if use_generic_names
+                 else None)
+        reduced = gradient_reduction.reduce_gradients(
+            flat_grads, flat_sources, local_variables=self._local_sources, names=names,
+            **self._ronde_options)
         return tf.nest.pack_sequence_as(grads, reduced)
+
+    def get_local_and_global_gradients(self, target, sources, output_gradients=None,
+                                       use_generic_names=False):
+        """Horovod's split: ([(source, gradient)] of the local sources, [...] of the others),
+        the gradients as gradient() returns them."""
+        grads = self.gradient(target, sources, output_gradients, use_generic_names)
+        local, shared = [], []
+        for source, grad in zip(tf.nest.flatten(sources), tf.nest.flatten(grads)):
+            is_local = any(source is s for s in self._local_sources)
+            (local if is_local else shared).append((source, grad))
+        return local, shared
+
+
+def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
+                            compression=Compression.none, sparse_as_dense=False,
+                            op=nops.Average, gradient_predivide_factor=1.0, num_groups=0,
+                            groups=None, process_set=global_process_set,
+                            scale_local_gradients=True):
+    """Horovod's `hvd.DistributedGradientTape`: a new tape of the given tape's class (so a
+    `tf.GradientTape`) that shares its recording and whose gradient() returns the gradients
+    reduced over the ranks of `process_set` (a rank outside it gets its own). Use it around
+    the forward pass (`with hvd.DistributedGradientTape(tf.GradientTape()) as tape:`) or wrap
+    a tape that has recorded. Options as Horovod's: `op`, `gradient_predivide_factor` (Average
+    only), `compression`, `sparse_as_dense`, `groups` (an int or lists of variables; the older
+    `num_groups` too), `device_dense`/`device_sparse` (where compression and scaling run;
+    ronde's collectives run on the host), `scale_local_gradients`."""
+    op = nops.check_op(op)
+    groups = gradient_reduction.check_options(op, gradient_predivide_factor, num_groups, groups)
+    cls = gradtape.__class__
+    distributed = type(cls.__name__, (_DistributedTape, cls),
+                       {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    tape = distributed.__new__(distributed)
+    tape.__dict__.update(gradtape.__dict__)  # shares the recording, as Horovod's does
+    tape._ronde_configure(device_dense, device_sparse, compression, sparse_as_dense, op,
+                          float(gradient_predivide_factor), groups, process_set,
+                          scale_local_gradients)
+    return tape
+
+
+def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="",
+                                   compression=Compression.none, sparse_as_dense=False,
+                                   op=nops.Average, gradient_predivide_factor=1.0, num_groups=0,
+                                   groups=None, process_set=global_process_set,
+                                   local_layers=None, scale_local_gradients=True):
+    """Horovod's `hvd.PartialDistributedGradientTape`: DistributedGradientTape whose
+    `local_layers` (Keras layers, one or a list) keep their own gradients."""
+    if local_layers is None:
+        local_layers = []
+    elif not isinstance(local_layers, (list, tuple)):
+        local_layers = [local_layers]
+    for layer in local_layers:
+        if not hasattr(layer, "trainable_weights"):
+            raise ValueError("All local layers must be of tf.keras.layers.Layer type.")
+    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression,
+                                   sparse_as_dense, op, gradient_predivide_factor, num_groups,
+                                   groups, process_set, scale_local_gradients)
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            tape.register_local_source(var)
+    return tape
