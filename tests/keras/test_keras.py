@@ -122,9 +122,12 @@ def test_learning_rate_warmup_and_schedule():
                    hvd.callbacks.LearningRateScheduleCallback(0.1, lambda e: 0.5, start_epoch=2,
                                                               momentum_correction=False),
                    record])
-    expected = [0.1 / n * ((e + b / STEPS) * (n - 1) / 2 + 1)
+    # Horovod's warmup shifts the epoch by one batch, so its last batch reaches 0.1.
+    expected = [0.1 / n * ((e + (b + 1) / STEPS) * (n - 1) / 2 + 1)
                 for e in range(2) for b in range(STEPS)] + [0.05] * STEPS
     np.testing.assert_allclose(record.batch_lr, expected, rtol=1e-6)
+    np.testing.assert_allclose([logs["lr"] for logs in record.epoch_logs],
+                               [expected[STEPS - 1], 0.1, 0.05], rtol=1e-6)
 
 
 def test_best_model_checkpoint_and_load_model(tmp_path):
