@@ -92,3 +92,14 @@ def _legacy_optimizer_class():
 
 def ronde_built():
     return True
+
+
+def __getattr__(name):
+    # Horovod's horovod.tensorflow exports SyncBatchNormalization. It derives from tf.keras's
+    # BatchNormalization, and reading tf.keras picks Keras 3 or tf_keras for the whole process:
+    # done on first use, so that importing ronde.tensorflow does not choose before the script
+    # has set TF_USE_LEGACY_KERAS or disabled eager execution.
+    if name == "SyncBatchNormalization":
+        from ronde.tensorflow.sync_batch_norm import SyncBatchNormalization
+        return SyncBatchNormalization
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
