@@ -10,9 +10,11 @@ Two mechanisms, one API (docs/frontends.md):
 
 Names: every request has a name that all ranks must agree on. A `name` given by the caller
 becomes `<kind>.<name>`, under the graph's name scope unless `ignore_name_scope` (as Horovod
-names a graph op by its node name); unnamed requests are numbered per kind and process set in
-the order this rank creates them, so ranks that build their collectives in the same order
-agree.
+names a graph op by its node name). An unnamed request made eagerly is numbered per kind and
+process set in the order this rank makes them; an unnamed op in a graph (a tf.function's or
+a TF1 graph) takes a name unique in that graph, in the order ops are added to it (as Horovod's
+take their node's name). Ranks that build their collectives in the same order agree, and a
+graph built on one rank alone leaves the eager numbering in step with the other ranks.
 """
 
 import sys
@@ -66,10 +68,16 @@ def _convert(value):
 
 def _name(kind, name, process_set, ignore_name_scope=False):
     """The request's full name (see the module's docstring)."""
-    if name is not None and not ignore_name_scope and not tf.executing_eagerly():
-        scope = tf.compat.v1.get_default_graph().get_name_scope()
-        if scope:
-            name = "%s/%s" % (scope, name)
+    if not tf.executing_eagerly():
+        graph = tf.compat.v1.get_default_graph()
+        if name is None:
+            # Unique in this graph and under its name scope, and independent of what other
+            # graphs this rank built (and of the eager count).
+            name = graph.unique_name("noname_%s" % kind)
+            if process_set.process_set_id:
+                name = "%s.set%d" % (name, process_set.process_set_id)
+        elif not ignore_name_scope and graph.get_name_scope():
+            name = "%s/%s" % (graph.get_name_scope(), name)
     return nops.request_name(kind, name, process_set)
 
 
@@ -322,7 +330,8 @@ def join():
     nops.check_initialized("join")
     if _ops is None:
         return numpy_path.join()
-    return compiled_ops.run(_ops.ronde_join, tensor_name=nops.request_name("join", None))
+    return compiled_ops.run(_ops.ronde_join,
+                            tensor_name=_name("join", None, global_process_set))
 
 
 def barrier(process_set=global_process_set, name=None):
@@ -332,7 +341,7 @@ def barrier(process_set=global_process_set, name=None):
     if _ops is None:
         return numpy_path.barrier(process_set)
     return compiled_ops.run(_ops.ronde_barrier,
-                            tensor_name=nops.request_name("barrier", None, process_set),
+                            tensor_name=_name("barrier", None, process_set),
                             process_set_id=_set_id(process_set, "barrier"), name=name)
 
 
