@@ -8,6 +8,8 @@ import pytest
 import tensorflow as tf
 
 import ronde.tensorflow as hvd
+from ronde import _core
+from ronde.common import numpy_ops as nops
 from ronde.tensorflow import compiled_ops
 
 DTYPES = [tf.uint8, tf.int8, tf.int16, tf.int32, tf.int64, tf.float16, tf.bfloat16, tf.float32,
@@ -214,13 +216,16 @@ def test_job_facts():
 
 def test_adasum_through_the_numpy_bridge():
     # The core's Adasum (tests/adasum_test.cc checks the recursion): for identical vectors
-    # a' = (1 - 1/2) a + (1 - 1/2) a = a at every level; a world not a power of two refuses.
+    # a' = (1 - 1/2) a + (1 - 1/2) a = a at every level; a world not a power of two refuses
+    # (NotImplementedError, as Horovod's), and the runtime refuses it too.
     t = tf.constant(np.arange(1.0, 8.0), dtype=tf.float64)
     if hvd.size() & (hvd.size() - 1) == 0:
         np.testing.assert_allclose(hvd.allreduce(t, op=hvd.Adasum).numpy(), t.numpy())
     else:
-        with pytest.raises(Exception, match="power-of-two"):
+        with pytest.raises(NotImplementedError, match="power of 2"):
             hvd.allreduce(t, op=hvd.Adasum)
+        with pytest.raises(_core.InvalidArgumentError, match="power-of-two"):
+            nops.allreduce(t.numpy(), "adasum.core", nops.Adasum).wait()
 
 
 def test_the_collectives_run_where_RONDE_TENSORFLOW_OPS_says():

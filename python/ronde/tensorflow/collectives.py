@@ -35,8 +35,15 @@ def _check_sparse(op, prescale_factor, postscale_factor):
 
 
 def _check_adasum(op, process_set):
-    if op == Adasum and process_set.process_set_id != 0:
+    # Horovod's checks, made when the op is built (the runtime would refuse when it runs).
+    if op != Adasum:
+        return
+    if process_set.process_set_id != 0:
         raise NotImplementedError("Adasum does not support non-global process sets yet.")
+    size = process_set.size()
+    if size & (size - 1):
+        raise NotImplementedError("Running Adasum with non-power of 2 ranks is not supported "
+                                  "yet (%d ranks)." % size)
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="",
