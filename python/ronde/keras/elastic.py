@@ -14,43 +14,23 @@
 
     train(state)
 
-The callbacks derive from the Callback class of the Keras in use: Keras 2 (the tf_keras
-package) where TensorFlow's tf.keras is Keras 2 (TF_USE_LEGACY_KERAS=1), Keras 3 otherwise.
-Nothing here needs TensorFlow: model and optimizer values cross ranks as numpy arrays, so the
-state also works on Keras 3's torch and jax backends. See docs/elastic.md.
+The callbacks here derive from Keras 3's Callback (horovod.keras's are standalone Keras's);
+ronde.tensorflow.keras.elastic has the same on tf.keras's Callback, which is tf_keras's (Keras
+2) under TF_USE_LEGACY_KERAS=1. Their behaviour is the *Impl mixins below, as Horovod's
+horovod/_keras/elastic.py. Nothing here needs TensorFlow: model and optimizer values cross ranks
+as numpy arrays, so the state also works on Keras 3's torch and jax backends. See
+docs/elastic.md.
 """
 
-import os
 import sys
 
+import keras
 import numpy as np
 
 from ronde.common import elastic as _common
 
 HorovodInternalError = _common.HorovodInternalError
 HostsUpdatedInterrupt = _common.HostsUpdatedInterrupt
-
-
-def _uses_legacy_keras():
-    # TensorFlow's own test of the variable (tensorflow/python/util/lazy_loader.py).
-    return os.environ.get("TF_USE_LEGACY_KERAS", None) in ("true", "True", "1")
-
-
-def _keras_in_use():
-    """The Keras whose callbacks these are: what tf.keras names in this environment (without
-    the tf_keras package tf.keras is unusable under TF_USE_LEGACY_KERAS, and the only Keras
-    a script can use is Keras 3)."""
-    if _uses_legacy_keras():
-        try:
-            import tf_keras
-            return tf_keras
-        except ImportError:
-            pass
-    import keras
-    return keras
-
-
-_keras = _keras_in_use()
 
 
 def run(func):
@@ -183,29 +163,25 @@ class KerasState(TensorFlowKerasState):
     TensorFlowKerasState with the Keras in use as its backend."""
 
     def __init__(self, model, optimizer=None, **kwargs):
-        super().__init__(model, optimizer=optimizer, backend=_keras.backend, **kwargs)
+        super().__init__(model, optimizer=optimizer, backend=keras.backend, **kwargs)
 
 
 # --- callbacks ---------------------------------------------------------------------------
 
-class CommitStateCallback(_keras.callbacks.Callback):
-    """Horovod's ``CommitStateCallback(state, batches_per_commit=1)``: commits `state` at the
-    end of every `batches_per_commit`-th batch and at the end of every epoch. The count
-    starts afresh with every model.fit, so that every rank of a re-formed world commits at
-    the same batches. Put it after the Update*StateCallbacks, which set what it commits.
-    Difference: a `batches_per_commit` below 1 is a ValueError (Horovod then commits only
-    at epoch ends)."""
+class CommitStateCallbackImpl:
+    """CommitStateCallback's behaviour, for any Keras's Callback (Horovod's
+    CommitStateCallbackImpl)."""
 
-    def __init__(self, state, batches_per_commit=1):
-        super().__init__()
+    def __init__(self, backend, state, batches_per_commit=1):
         if int(batches_per_commit) < 1:
             raise ValueError("batches_per_commit must be >= 1, not %r" % (batches_per_commit,))
-        self.backend = _keras.backend
+        self.backend = backend
         self.state = state
         self.batches_per_commit = int(batches_per_commit)
         self.batches_remaining = self.batches_per_commit
 
     def on_train_begin(self, logs=None):
+        # Every rank of a re-formed world counts from here alike.
         self.batches_remaining = self.batches_per_commit
 
     def on_batch_end(self, batch, logs=None):
@@ -222,19 +198,11 @@ class CommitStateCallback(_keras.callbacks.Callback):
         self.state.commit()
 
 
-class UpdateBatchStateCallback(_keras.callbacks.Callback):
-    """Horovod's ``UpdateBatchStateCallback(state)``: `state.batch` is the index (from 0) of
-    the last batch finished in the epoch, and 0 again at each epoch's end.
+class UpdateBatchStateCallbackImpl:
+    """UpdateBatchStateCallback's behaviour (Horovod's UpdateBatchStateCallbackImpl)."""
 
-    As Horovod does, at each epoch's start `params['steps']` is lowered by `state.batch`
-    (the batches done before a reset) for the callbacks that read it. Keras 2.2 and later
-    and Keras 3 take the number of steps from their data, not from `params`: the first
-    epoch after a reset runs its full length, under Horovod as here. A script that must
-    not repeat those batches starts its data at `state.batch` itself."""
-
-    def __init__(self, state):
-        super().__init__()
-        self.backend = _keras.backend
+    def __init__(self, backend, state):
+        self.backend = backend
         self.state = state
         self.steps_per_epoch = None
 
@@ -255,19 +223,12 @@ class UpdateBatchStateCallback(_keras.callbacks.Callback):
         self.state.batch = 0
 
 
-class UpdateEpochStateCallback(_keras.callbacks.Callback):
-    """Horovod's ``UpdateEpochStateCallback(state)``: at each epoch's end `state.epoch`
-    becomes the number of epochs finished in the whole training, across resets.
+class UpdateEpochStateCallbackImpl:
+    """UpdateEpochStateCallback's behaviour (Horovod's UpdateEpochStateCallbackImpl, but
+    counting from the first epoch that model.fit ran: see UpdateEpochStateCallback)."""
 
-    Horovod adds Keras's epoch number to the `state.epoch` of when model.fit began, which
-    fits Horovod's recipe ``model.fit(..., epochs=epochs - state.epoch)`` (Keras counts
-    from 0). Difference: ronde counts from the first epoch that this model.fit ran, so that
-    ``model.fit(..., initial_epoch=state.epoch, epochs=epochs)`` resumes right too (under
-    Horovod that recipe would set the epoch to twice its value plus one)."""
-
-    def __init__(self, state):
-        super().__init__()
-        self.backend = _keras.backend
+    def __init__(self, backend, state):
+        self.backend = backend
         self.state = state
         self.initial_epoch = self.state.epoch
         self._first_epoch = None
@@ -283,6 +244,56 @@ class UpdateEpochStateCallback(_keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         first = self._first_epoch if self._first_epoch is not None else epoch
         self.state.epoch = self.initial_epoch + (epoch - first) + 1
+
+
+COMMIT_DOC = """Horovod's ``CommitStateCallback(state, batches_per_commit=1)``: commits `state` at
+    the end of every `batches_per_commit`-th batch (counted across epochs, from each
+    model.fit's start, so that every rank of a re-formed world commits at the same batches) and
+    at the end of every epoch. Put it after the Update*StateCallbacks, which set what it
+    commits. Difference: a `batches_per_commit` below 1 is a ValueError (Horovod then
+    commits only at epoch ends)."""
+
+BATCH_DOC = """Horovod's ``UpdateBatchStateCallback(state)``: `state.batch` is the index (from
+    0) of the last batch finished in the epoch, and 0 again at each epoch's end.
+
+    As Horovod does, at each epoch's start `params['steps']` is lowered by `state.batch`
+    (the batches done before a reset) for the callbacks that read it. Keras 2.2 and later
+    and Keras 3 take the number of steps from their data, not from `params`: the first
+    epoch after a reset runs its full length, under Horovod as here. A script that must
+    not repeat those batches starts its data at `state.batch` itself."""
+
+EPOCH_DOC = """Horovod's ``UpdateEpochStateCallback(state)``: at each epoch's end `state.epoch`
+    becomes the number of epochs finished in the whole training, across resets.
+
+    Horovod adds Keras's epoch number to the `state.epoch` of when model.fit began, which
+    fits Horovod's recipe ``model.fit(..., epochs=epochs - state.epoch)`` (Keras counts
+    from 0). Difference: ronde counts from the first epoch that this model.fit ran, so that
+    ``model.fit(..., initial_epoch=state.epoch, epochs=epochs)`` resumes right too (under
+    Horovod that recipe would set the epoch to twice its value plus one)."""
+
+
+class CommitStateCallback(CommitStateCallbackImpl, keras.callbacks.Callback):
+    __doc__ = COMMIT_DOC
+
+    def __init__(self, state, batches_per_commit=1):
+        keras.callbacks.Callback.__init__(self)
+        CommitStateCallbackImpl.__init__(self, keras.backend, state, batches_per_commit)
+
+
+class UpdateBatchStateCallback(UpdateBatchStateCallbackImpl, keras.callbacks.Callback):
+    __doc__ = BATCH_DOC
+
+    def __init__(self, state):
+        keras.callbacks.Callback.__init__(self)
+        UpdateBatchStateCallbackImpl.__init__(self, keras.backend, state)
+
+
+class UpdateEpochStateCallback(UpdateEpochStateCallbackImpl, keras.callbacks.Callback):
+    __doc__ = EPOCH_DOC
+
+    def __init__(self, state):
+        keras.callbacks.Callback.__init__(self)
+        UpdateEpochStateCallbackImpl.__init__(self, keras.backend, state)
 
 
 __all__ = ["CommitStateCallback", "HorovodInternalError", "HostsUpdatedInterrupt",

@@ -235,3 +235,34 @@ def test_tensorflow_state_in_a_tf1_graph_with_a_session():
         # Nothing was added to the graph after the state was made.
         assert len(graph.get_operations()) == ops_before
         session.close()
+
+
+def test_tf_keras_state_and_callbacks_on_whatever_tf_keras_is():
+    # ronde.tensorflow.keras.elastic on tf.keras: Keras 3, or tf_keras (Keras 2) when the
+    # session runs under TF_USE_LEGACY_KERAS=1 (scripts/test_tf_elastic.sh runs both).
+    import ronde.tensorflow.keras as thvd
+    keras = tf.keras
+    assert issubclass(thvd.elastic.CommitStateCallback, keras.callbacks.Callback)
+    rng = np.random.RandomState(40 + hvd.rank())
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.set_weights([rng.standard_normal(w.shape).astype(np.float32)
+                       for w in model.get_weights()])
+    model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.5), loss="mse")
+    state = thvd.elastic.KerasState(model, epoch=0, batch=0)
+    state.sync()
+    rank0 = np.random.RandomState(40)
+    assert_same(model.get_weights(), [rank0.standard_normal(w.shape).astype(np.float32)
+                                      for w in model.get_weights()])
+    callbacks = [thvd.elastic.UpdateEpochStateCallback(state),
+                 thvd.elastic.UpdateBatchStateCallback(state),
+                 thvd.elastic.CommitStateCallback(state, batches_per_commit=2)]
+    x = np.ones((6, 3), np.float32)
+    model.fit(x, np.zeros((6, 2), np.float32), batch_size=2, epochs=2, shuffle=False,
+              callbacks=callbacks, verbose=0)
+    assert (state.epoch, state.batch) == (2, 0)
+    committed = model.get_weights()
+    model.set_weights([w * 0 for w in committed])
+    state.epoch = 7
+    state.restore()
+    assert_same(model.get_weights(), committed)
+    assert state.epoch == 2
