@@ -13,6 +13,8 @@ A frontend supplies the collectives through ``Collectives``; nothing here knows 
 
 import functools
 
+import numpy as np
+
 from ronde import _core
 
 # Horovod's names. A lost peer, an aborted communicator or a collective timing out is what
@@ -49,6 +51,94 @@ class Collectives:
         self.size = size
         self.init = init
         self.shutdown = shutdown
+
+
+def numpy_collectives(broadcast_object=None, rank=None):
+    """Collectives on numpy arrays and pickled objects (ronde.common's numpy bridge), for the
+    frontends whose state needs no framework tensor to cross ranks (TensorFlow, Keras).
+    `broadcast_object(obj, root)` and `rank()` replace ronde's own where given."""
+    from ronde.common import basics, objects
+    from ronde.common import numpy_ops as nops
+
+    def allreduce_max(value):
+        out = nops.allreduce(np.array([int(value)], dtype=np.int64), "allreduce.elastic.max",
+                             nops.Max).wait()
+        return int(out[0])
+
+    if broadcast_object is None:
+        def broadcast_object(obj, root):
+            return objects.broadcast_object(obj, root, name="elastic.state")
+    return Collectives(
+        broadcast_object=broadcast_object,
+        allgather_object=lambda obj: objects.allgather_object(obj, name="elastic.gather"),
+        allreduce_max=allreduce_max, rank=rank or _core.rank, size=_core.size,
+        init=basics.init, shutdown=basics.shutdown)
+
+
+def broadcast_arrays(arrays, root, name):
+    """Root's copy of every numpy array, in the arrays' own shapes. All are submitted before
+    any is waited for, so the runtime fuses them."""
+    from ronde.common import numpy_ops as nops
+    arrays = [np.asarray(a) for a in arrays]
+    pending = [nops.broadcast(a, root, "broadcast.%s.%d" % (name, i))
+               for i, a in enumerate(arrays)]
+    # The bridge hands 0-d arrays over as 1-d (a scalar variable's value, e.g. a step count).
+    return [p.wait().reshape(a.shape) for p, a in zip(pending, arrays)]
+
+
+def reset_error_in(error, translate=None):
+    """The failure that the reset loop recovers from (a lost peer, an aborted communicator, a
+    timeout) that `error` is or carries (as its __cause__ or __context__), as ronde's
+    exception; None if it carries none. `translate(error)` is the frontend's reading of a
+    framework's own error (ronde.tensorflow.errors.from_op_error for the OpError of a
+    tf.function or Keras's compiled train step, which names the runtime's failure only in its
+    message): ronde's exception for it, or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, _RESET_ERRORS):
+            return error
+        if translate is not None:
+            found = translate(error)
+            if isinstance(found, _RESET_ERRORS):
+                return found
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def tensorflow_op_error(error):
+    """ronde's exception for a tf.errors.OpError that a ronde kernel raised inside a
+    tf.function, a Session or Keras's compiled train step (its message holds "ronde <Code>:
+    "; ronde.tensorflow.errors.from_op_error reads it), else None: the `translate` of
+    reset_error_in for the TensorFlow and Keras frontends. TensorFlow is not imported here:
+    an OpError exists only where it already is."""
+    import sys
+    tf = sys.modules.get("tensorflow")
+    op_error = getattr(getattr(tf, "errors", None), "OpError", None)
+    if op_error is None or not isinstance(error, op_error):
+        return None
+    from ronde.tensorflow.errors import from_op_error
+    return from_op_error(error)
+
+
+def raising_reset_errors(func, translate=None):
+    """`func` with a runtime failure that another framework wrapped (see reset_error_in)
+    raised as ronde's own exception, so that run_fn's loop recovers from it; anything else
+    is raised as it was."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except _RESET_ERRORS:
+            raise
+        except Exception as error:
+            found = reset_error_in(error, translate)
+            if found is None:
+                raise
+            raise found from error
+
+    return wrapper
 
 
 class _DriverView:

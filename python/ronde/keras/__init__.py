@@ -18,7 +18,7 @@ from ronde.common.numpy_ops import Adasum, Average, Max, Min, Product, Sum
 from ronde.common.objects import allgather_object, broadcast_object
 from ronde.common.process_sets import (ProcessSet, add_process_set, global_process_set,
                                        remove_process_set)
-from ronde.keras import callbacks
+from ronde.keras import callbacks, elastic  # noqa: F401 (hvd.elastic)
 from ronde.keras.callback_impl import broadcast_values as _broadcast_values
 from ronde.keras.compression import Compression
 from ronde.keras.keras3_access import KERAS3 as _KERAS3

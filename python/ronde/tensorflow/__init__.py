@@ -102,4 +102,7 @@ def __getattr__(name):
     if name == "SyncBatchNormalization":
         from ronde.tensorflow.sync_batch_norm import SyncBatchNormalization
         return SyncBatchNormalization
+    if name == "elastic":  # hvd.elastic.run, hvd.elastic.TensorFlowKerasState (Keras: lazily)
+        import importlib
+        return importlib.import_module("ronde.tensorflow.elastic")
     raise AttributeError("module %r has no attribute %r" % (__name__, name))

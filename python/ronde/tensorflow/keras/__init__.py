@@ -17,7 +17,7 @@ from ronde.common.process_sets import (ProcessSet, add_process_set,  # noqa: F40
 from ronde.tensorflow import (Adasum, Average, Max, Min, Product, Sum, alltoall,  # noqa: F401
                               barrier, broadcast_variables, grouped_allreduce, join)
 from ronde.tensorflow.compression import Compression  # noqa: F401
-from ronde.tensorflow.keras import callbacks  # noqa: F401
+from ronde.tensorflow.keras import callbacks, elastic  # noqa: F401
 from ronde.tensorflow.keras.loading import load_model  # noqa: F401
 from ronde.tensorflow.keras.optimizers import (DistributedOptimizer,  # noqa: F401
                                                PartialDistributedOptimizer)
