@@ -19,8 +19,13 @@ def _combine(count, mean, variance, process_set):
     shape = tf.shape(mean)
     stats = tf.stack([tf.reshape(count, [-1]), tf.reshape(mean, [-1]),
                       tf.reshape(variance, [-1])])
-    gathered = tf.reshape(allgather(stats, process_set=process_set),
-                          [process_set.size(), 3, -1])
+    gathered = allgather(stats, process_set=process_set)
+    # Every rank's loss depends on this rank's statistics, so their gradient here is the sum
+    # of every rank's; Horovod's allgather gradient is the average (Horovod's own layer sums
+    # with an allreduce instead). Same value, gradient times the set's size:
+    gathered = tf.stop_gradient(gathered) + process_set.size() * (
+        gathered - tf.stop_gradient(gathered))
+    gathered = tf.reshape(gathered, [process_set.size(), 3, -1])
     counts, means, variances = gathered[:, 0], gathered[:, 1], gathered[:, 2]
     total = tf.reduce_sum(counts, axis=0)
     global_mean = tf.math.divide_no_nan(tf.reduce_sum(counts * means, axis=0), total)
