@@ -17,6 +17,12 @@
       path, tf.distribute.MultiWorkerMirroredStrategy (2 worker processes, ring collectives
       over gRPC), and one process without communication (for the scaling efficiency).
 
+  .venv-tf/bin/python bench/tf_frontend_bench.py graph [ROUNDS]
+      the same MLP (raw variables, SGD) trained on 2 ranks in a TF1 graph (tf.compat.v1
+      Session, hvd.DistributedOptimizer over a v1 optimizer) and in a TF2 tf.function
+      (DistributedGradientTape), interleaved round by round; median ms per step of each and
+      their ratio.
+
 The `overhead` and `allreduce` modes measure whichever path RONDE_TENSORFLOW_OPS selects.
 """
 
@@ -301,6 +307,100 @@ def _custom_loop_throughput(keras, tf, x, y, strategy=None, hvd=None):
     return STEPS * BATCH / (time.perf_counter() - began)
 
 
+def mode_worker(mode):
+    """One rank of the `graph` comparison; rank 0 prints the median seconds per step (the
+    slower rank's). Same model, data, optimizer and step count in both modes."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import numpy as np
+    import tensorflow as tf
+    v1 = tf.compat.v1
+    if mode == "graph":
+        v1.disable_eager_execution()
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    import ronde.tensorflow as hvd
+    hvd.init()
+    x, y = _data(np)
+    shapes = [(256, 512), (512,), (512, 512), (512,), (512, 10), (10,)]
+    rng = np.random.RandomState(1)
+    initial = [rng.randn(*shape).astype("float32") * 0.05 for shape in shapes]
+    weights = [tf.Variable(value) for value in initial]
+
+    def loss_of(bx, by):
+        h = tf.nn.relu(tf.matmul(bx, weights[0]) + weights[1])
+        h = tf.nn.relu(tf.matmul(h, weights[2]) + weights[3])
+        logits = tf.matmul(h, weights[4]) + weights[5]
+        return tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=by, logits=logits))
+
+    batches = [(x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH])
+               for i in range(STEPS)]
+    times = []
+    if mode == "graph":
+        bx = v1.placeholder(tf.float32, [None, 256])
+        by = v1.placeholder(tf.int64, [None])
+        train = hvd.DistributedOptimizer(v1.train.GradientDescentOptimizer(0.01)).minimize(
+            loss_of(bx, by))
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            for _ in range(5):
+                session.run(train, {bx: batches[0][0], by: batches[0][1]})
+            for _ in range(5):
+                began = time.perf_counter()
+                for fx, fy in batches:
+                    session.run(train, {bx: fx, by: fy})
+                times.append((time.perf_counter() - began) / STEPS)
+    else:
+        @tf.function
+        def step(fx, fy):
+            with tf.GradientTape() as tape:
+                loss = loss_of(fx, fy)
+            grads = hvd.DistributedGradientTape(tape).gradient(loss, weights)
+            for w, g in zip(weights, grads):
+                w.assign_sub(0.01 * g)
+
+        tensors = [(tf.constant(fx), tf.constant(fy)) for fx, fy in batches]
+        for _ in range(5):
+            step(*tensors[0])
+        for _ in range(5):
+            began = time.perf_counter()
+            for fx, fy in tensors:
+                step(fx, fy)
+            weights[0].numpy()
+            times.append((time.perf_counter() - began) / STEPS)
+    seconds = max(hvd.allgather_object(median(times)))
+    if hvd.rank() == 0:
+        print(json.dumps({"mode": mode, "seconds": seconds}))
+    hvd.shutdown()
+
+
+def bench_graph(rounds):
+    py = sys.executable
+    here = os.path.abspath(__file__)
+    ronde = os.path.join(os.path.dirname(py), "ronde")
+    results = {"graph": [], "function": []}
+    env = dict(os.environ, RONDE_TENSORFLOW_OPS="compiled")
+    for _ in range(rounds):
+        for mode in results:
+            out = subprocess.run([ronde, "run", "-np", "2", py, here, "mode_worker", mode],
+                                 env=env, capture_output=True, text=True, timeout=600)
+            line = [l for l in out.stdout.splitlines() if '"seconds"' in l]
+            if not line:
+                raise RuntimeError("no result:\n%s\n%s" % (out.stdout, out.stderr))
+            results[mode].append(json.loads(line[0][line[0].index("{"):])["seconds"])
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    ratio = median([g / f for g, f in zip(results["graph"], results["function"])])
+    print("MLP 256-512-512-10, %d samples per rank per step, 2 ranks, %d rounds (load %s)"
+          % (BATCH, rounds, load))
+    print("| mode | ms per step |")
+    print("|---|---:|")
+    print("| TF1 graph, Session, v1 DistributedOptimizer | %.2f |"
+          % (median(results["graph"]) * 1e3))
+    print("| TF2 tf.function, DistributedGradientTape | %.2f |"
+          % (median(results["function"]) * 1e3))
+    print("| graph / function (median of rounds) | %.3f |" % ratio)
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -371,5 +471,9 @@ if __name__ == "__main__":
         bench_gradients(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
     elif sys.argv[1:2] == ["gradients_worker"]:
         gradients_worker()
+    elif sys.argv[1:2] == ["graph"]:
+        bench_graph(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+    elif sys.argv[1:2] == ["mode_worker"]:
+        mode_worker(sys.argv[2])
     else:
         sys.exit(__doc__)
