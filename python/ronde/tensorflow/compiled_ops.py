@@ -59,14 +59,16 @@ def why_not():
     return _loaded[1]
 
 
-def run(op, *inputs, **attrs):
+def run(op, *inputs, ordered=False, **attrs):
     """Creates (in a graph) or runs (eagerly) the compiled op function `op`.
 
     Eagerly, a ronde failure is raised as ronde.tensorflow.errors' class for its code (both
     TensorFlow's class and ronde's). Inside a tf.function the new op is marked to run
     independently of the function's other stateful ops: it must run, but in no set order, as
     Horovod's (unmarked) ops run, so that collectives can be fused and ranks that create
-    independent collectives in different orders do not wait for each other.
+    independent collectives in different orders do not wait for each other. `ordered` ops
+    (barrier, join: they have no inputs to order them, and their meaning is their place in the
+    program) keep the function's program order instead.
     """
     if tf.executing_eagerly():
         try:
@@ -74,7 +76,8 @@ def run(op, *inputs, **attrs):
         except tf.errors.OpError as error:
             errors.raise_op_error(error)
     result = op(*inputs, **attrs)
-    mark_independent(result)
+    if not ordered:
+        mark_independent(result)
     return result
 
 

@@ -42,18 +42,32 @@ def grouped_allreduce(collectives, grads, outputs, op, prescale, postscale, proc
                                              postscale, process_set)
 
 
-def allgather(collectives, grad, x, process_set):
-    averaged = collectives.allreduce_raw(grad, None, nops.Average, 1.0, 1.0, process_set)
-    counts = collectives.allgather_raw(_rows_of(x), None, process_set)
+def _in_order(first, make):
+    """make() under a control dependency on `first`: the collectives of one gradient (and its
+    forward op) run in one order on every rank. Where a collective blocks a TensorFlow thread
+    (the numpy bridge's py_funcs), a session that runs two independent ones in different orders
+    on two ranks would leave each waiting for the other. A no-op eagerly."""
+    with tf.control_dependencies([t for t in first if t is not None]):
+        return make()
+
+
+def allgather(collectives, grad, x, process_set, output=None):
+    averaged = _in_order([output], lambda: collectives.allreduce_raw(
+        grad, None, nops.Average, 1.0, 1.0, process_set))
+    counts = _in_order([averaged], lambda: collectives.allgather_raw(
+        _rows_of(x), None, process_set))
     return _my_rows(averaged, x, counts, process_set)
 
 
 def grouped_allgather(collectives, grads, outputs, inputs, process_set):
     # One allreduce per member, not a group: TensorFlow may hand a float32 zero gradient for
     # an output of another dtype, and a group's members share nothing but their names.
-    averaged = [collectives.allreduce_raw(g, None, nops.Average, 1.0, 1.0, process_set)
-                for g in _filled(grads, outputs)]
-    counts = collectives.grouped_allgather_raw([_rows_of(x) for x in inputs], None, process_set)
+    averaged = []
+    for g in _filled(grads, outputs):
+        averaged.append(_in_order(list(outputs) + averaged[-1:], lambda g=g: (
+            collectives.allreduce_raw(g, None, nops.Average, 1.0, 1.0, process_set))))
+    counts = _in_order(averaged, lambda: collectives.grouped_allgather_raw(
+        [_rows_of(x) for x in inputs], None, process_set))
     return [_my_rows(a, x, c, process_set) for a, x, c in zip(averaged, inputs, counts)]
 
 
@@ -89,7 +103,10 @@ def reducescatter(collectives, grad, op, prescale, postscale, process_set):
 
 def grouped_reducescatter(collectives, grads, outputs, op, prescale, postscale, process_set):
     scale = _scatter_scale(op, prescale, postscale, process_set)
-    gathered = [collectives.allgather_raw(g, None, process_set) for g in _filled(grads, outputs)]
+    gathered = []
+    for g in _filled(grads, outputs):
+        gathered.append(_in_order(gathered[-1:], lambda g=g: collectives.allgather_raw(
+            g, None, process_set)))
     return [g if scale == 1.0 else g * tf.cast(scale, g.dtype) for g in gathered]
 
 
@@ -120,7 +137,7 @@ def register(collectives):
 
     @tf.RegisterGradient("RondeAllgather")
     def _allgather(op, grad):
-        return allgather(collectives, grad, op.inputs[0], process_set_of(op))
+        return allgather(collectives, grad, op.inputs[0], process_set_of(op), op.outputs[0])
 
     @tf.RegisterGradient("RondeGroupedAllgather")
     def _grouped_allgather(op, *grads):

@@ -148,7 +148,7 @@ def allgather_raw(tensor, name, process_set, ignore_name_scope=False):
     if not _differentiable([tensor.dtype]):
         return forward(tensor)
     return numpy_path.differentiable(forward, lambda dys, xs, ys: gradients.allgather(
-        _this, dys[0], xs[0], process_set))(tensor)
+        _this, dys[0], xs[0], process_set, ys[0]))(tensor)
 
 
 def grouped_allgather_raw(tensors, name, process_set, ignore_name_scope=False):
@@ -330,7 +330,7 @@ def join():
     nops.check_initialized("join")
     if _ops is None:
         return numpy_path.join()
-    return compiled_ops.run(_ops.ronde_join,
+    return compiled_ops.run(_ops.ronde_join, ordered=True,
                             tensor_name=_name("join", None, global_process_set))
 
 
@@ -340,7 +340,7 @@ def barrier(process_set=global_process_set, name=None):
     nops.check_initialized("barrier")
     if _ops is None:
         return numpy_path.barrier(process_set)
-    return compiled_ops.run(_ops.ronde_barrier,
+    return compiled_ops.run(_ops.ronde_barrier, ordered=True,
                             tensor_name=_name("barrier", None, process_set),
                             process_set_id=_set_id(process_set, "barrier"), name=name)
 

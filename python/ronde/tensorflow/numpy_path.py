@@ -191,6 +191,10 @@ def differentiable(forward, backward):
         ys = forward(*xs)
 
         def grad(*dys):
-            return backward(dys, xs, ys)
+            # After the forward op on every rank: the bridge's collectives block a session
+            # thread, so two of them must not run in different orders on different ranks.
+            outputs = list(ys) if isinstance(ys, (list, tuple)) else [ys]
+            with tf.control_dependencies(outputs):
+                return backward(dys, xs, ys)
         return ys, grad
     return function
