@@ -9,7 +9,9 @@
 #   tests/keras on the tensorflow backend (-np 2 and -np 3), the torch and jax backends (-np 2),
 #   the examples on 2 ranks: tensorflow1_digits.py (MonitoredTrainingSession),
 #   tensorflow2_digits.py, tf_keras_digits.py (eager and --graph) and keras_digits.py (all
-#   three backends), and scripts/test_tf_elastic.sh where it exists.
+#   three backends), and the TF/Keras elastic suites: tests/tensorflow_elastic/units under
+#   Keras 3 and tf_keras (-np 2), and tests/tensorflow_elastic/test_tf_elastic_jobs.py, which
+#   starts its own elastic jobs (workers killed and added) and so runs outside `ronde run`.
 # Prints one line per job and a closing 'tests: N passed, M failed'; exits non-zero on any
 # failure. Every job has a time limit (a hang fails it, never the whole CI), and a request that
 # some ranks never join stops the runtime after 120 s (RONDE_STALL_SHUTDOWN_TIME_SECONDS), so
@@ -69,9 +71,12 @@ job keras_digits_torch_np2 300 env KERAS_BACKEND=torch "${ronde[@]}" -np 2 "$py"
   examples/keras_digits.py --epochs 15 --checkpoint "$log_dir/kd_torch.keras"
 job keras_digits_jax_np2 300 env KERAS_BACKEND=jax "${ronde[@]}" -np 2 "$py" \
   examples/keras_digits.py --epochs 15 --checkpoint "$log_dir/kd_jax.keras"
-if [ -f scripts/test_tf_elastic.sh ]; then
-  job tensorflow_elastic 900 bash scripts/test_tf_elastic.sh
-fi
+job elastic_units_keras3_np2 300 env TF_USE_LEGACY_KERAS=0 "${ronde[@]}" -np 2 "${pytest[@]}" \
+  tests/tensorflow_elastic/units
+job elastic_units_tf_keras_np2 300 env TF_USE_LEGACY_KERAS=1 "${ronde[@]}" -np 2 \
+  "${pytest[@]}" tests/tensorflow_elastic/units
+job elastic_jobs 900 env KERAS_BACKEND=tensorflow RONDE_BIN="$venv/bin/ronde" "${pytest[@]}" \
+  -rs tests/tensorflow_elastic/test_tf_elastic_jobs.py
 rm -rf "$log_dir"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -239,7 +239,7 @@ def test_tensorflow_state_in_a_tf1_graph_with_a_session():
 
 def test_tf_keras_state_and_callbacks_on_whatever_tf_keras_is():
     # ronde.tensorflow.keras.elastic on tf.keras: Keras 3, or tf_keras (Keras 2) when the
-    # session runs under TF_USE_LEGACY_KERAS=1 (scripts/test_tf_elastic.sh runs both).
+    # session runs under TF_USE_LEGACY_KERAS=1 (scripts/test_tf.sh runs both).
     import ronde.tensorflow.keras as thvd
     keras = tf.keras
     assert issubclass(thvd.elastic.CommitStateCallback, keras.callbacks.Callback)
