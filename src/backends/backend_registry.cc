@@ -5,6 +5,7 @@
 
 #include "backends/native/native_communicator.h"
 #include "comm/external_launcher.h"
+#include "common/logging.h"
 #include "ronde/errors.h"
 
 #ifdef RONDE_HAVE_MPI
@@ -134,6 +135,11 @@ std::unique_ptr<Communicator> Communicator::create(const CommOptions& options) {
   // Only MPI cares how the ranks were started; the others never read the environment.
   const std::string launcher =
       options.backend == CpuOperations::kMpi ? detectExternalLauncher().name : "";
+  // A communicator made here is a world of its own (sub-communicators are made by their
+  // backend's create): the process logs as its rank there, or as the rank its label names.
+  setLogPrefix(rankLogPrefix(options.rank_labels.empty()
+                                 ? options.rank
+                                 : options.rank_labels.at(static_cast<size_t>(options.rank))));
   return chooseBackend(options.backend, launcher).create(options);
 }
 

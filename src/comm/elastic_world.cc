@@ -44,6 +44,7 @@ std::unique_ptr<Communicator> elasticCommunicator(const Settings& s) {
         a.generation);
     options.store = formation;
     try {
+      setLogPrefix(rankLogPrefix(a.rank));
       auto comm = std::make_unique<NativeCommunicator>(options);
       formation->disarm();
       return comm;

@@ -112,6 +112,7 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
   }
   // The backend is chosen before any rank meets the others, so a bad choice fails fast.
   const Backend& backend = chooseBackend(options.backend, launcher.name);
+  setLogPrefix(rankLogPrefix(s.rank));
   std::unique_ptr<Communicator> comm = backend.create(options);
   if (!port_file.empty()) {
     // Every rank has met (the communicator is built), so nobody needs the port file now. The

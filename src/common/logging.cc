@@ -7,13 +7,15 @@
 namespace ronde {
 namespace {
 
-// The logger is process-wide by nature (stderr is); these two are its only state.
+// The logger is process-wide by nature (stderr is); these and the per-thread prefix are its
+// only state.
 std::atomic<int> g_threshold{static_cast<int>(LogLevel::kWarning)};
 std::mutex g_prefix_mutex;
 std::string& prefixStorage() {
   static std::string prefix = "[ronde]";
   return prefix;
 }
+thread_local std::string t_thread_prefix;  // empty: the process's
 
 const char* levelName(LogLevel level) {
   switch (level) {
@@ -38,12 +40,24 @@ void setLogPrefix(const std::string& prefix) {
   prefixStorage() = prefix;
 }
 
+std::string rankLogPrefix(int world_rank) {
+  return "[ronde rank " + std::to_string(world_rank) + "]";
+}
+
+std::string logPrefix() {
+  if (!t_thread_prefix.empty()) return t_thread_prefix;
+  std::lock_guard<std::mutex> lock(g_prefix_mutex);
+  return prefixStorage();
+}
+
+ThreadLogPrefix::ThreadLogPrefix(const std::string& prefix) : previous_(t_thread_prefix) {
+  t_thread_prefix = prefix;
+}
+
+ThreadLogPrefix::~ThreadLogPrefix() { t_thread_prefix = previous_; }
+
 void logLine(LogLevel level, const std::string& message) {
-  std::string prefix;
-  {
-    std::lock_guard<std::mutex> lock(g_prefix_mutex);
-    prefix = prefixStorage();
-  }
+  const std::string prefix = logPrefix();
   std::string line = prefix + " " + levelName(level) + ": " + message + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
 }

@@ -1,5 +1,8 @@
-// Minimal leveled logging to stderr, prefixed with the rank when known. The level comes from
-// Settings::log_level; the logger has no global mutable state besides the atomic threshold.
+// Minimal leveled logging to stderr, prefixed with the world rank when known. The level comes
+// from Settings::log_level. Two prefixes: the process's, set where the world communicator is
+// made (never by a sub-communicator, whose rank is not the world's), and a thread's own, which
+// a runtime's background thread sets to its world rank so that several runtimes in one process
+// (the tests' in-process ranks) each log as themselves.
 #pragma once
 
 #include <sstream>
@@ -11,8 +14,24 @@ namespace ronde {
 
 void setLogThreshold(LogLevel level);
 bool logEnabled(LogLevel level);
-// Prefix for this process's lines, e.g. "[ronde rank 3]"; set once the rank is known.
+// Prefix for this process's lines, e.g. "[ronde rank 3]"; set once the world rank is known.
 void setLogPrefix(const std::string& prefix);
+// "[ronde rank <world_rank>]".
+std::string rankLogPrefix(int world_rank);
+// The prefix of lines logged from this thread now.
+std::string logPrefix();
+
+// Gives the current thread its own prefix while it lives (a runtime's background thread).
+class ThreadLogPrefix {
+ public:
+  explicit ThreadLogPrefix(const std::string& prefix);
+  ~ThreadLogPrefix();
+  ThreadLogPrefix(const ThreadLogPrefix&) = delete;
+  ThreadLogPrefix& operator=(const ThreadLogPrefix&) = delete;
+
+ private:
+  std::string previous_;
+};
 void logLine(LogLevel level, const std::string& message);
 
 template <typename... Parts>

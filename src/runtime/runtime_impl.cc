@@ -307,6 +307,9 @@ void RuntimeImpl::applyTimelineRequest() {
 }
 
 void RuntimeImpl::backgroundLoop() {
+  // This thread logs as its runtime's world rank, whatever communicators (process sets, other
+  // in-process runtimes) were made since the process's prefix was set.
+  ThreadLogPrefix prefix(rankLogPrefix(rank_));
   for (;;) {
     bool go = false;
     try {

@@ -57,7 +57,6 @@ MpiCommunicator::MpiCommunicator(const CommOptions& options) : options_(options)
   // Errors come back as codes (and become ronde errors naming the call) instead of ending the job.
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
   meet();
-  setLogPrefix("[ronde rank " + std::to_string(world_rank) + "]");
 }
 
 MpiCommunicator::MpiCommunicator(const CommOptions& options, MPI_Comm comm)

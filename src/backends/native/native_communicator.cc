@@ -92,7 +92,6 @@ NativeCommunicator::NativeCommunicator(const CommOptions& options) : options_(op
   Deadline start = Deadline::after(options.start_timeout);
   topology_ = Topology::gather(store, options.rank, options.size, hostname, start);
   topology_.labels = options.rank_labels;
-  setLogPrefix("[ronde rank " + std::to_string(options.rank) + "]");
 
   const bool use_shm = options.transport != TransportKind::kTcp && topology_.localSize() > 1;
   shm_only_ = use_shm && topology_.crossSize() == 1;

@@ -117,7 +117,6 @@ NcclCommunicator::NcclCommunicator(const CommOptions& options) : options_(option
     }
     throw;
   }
-  setLogPrefix("[ronde rank " + std::to_string(rank()) + "]");
   log(LogLevel::kDebug, "NCCL communicator ready on GPU ", device_, ": local rank ", localRank(),
       "/", localSize(), ", host ", crossRank(), "/", crossSize());
 }
