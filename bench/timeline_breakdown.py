@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Where a training step's communication time goes, from a ronde timeline (RONDE_TIMELINE):
-per activity (NEGOTIATE, QUEUE, MEMCPY_IN_FUSION_BUFFER, ALLREDUCE, MEMCPY_OUT_FUSION_BUFFER),
+per activity (NEGOTIATE_ALLREDUCE, ALLREDUCE around QUEUE, MEMCPY_IN_FUSION_BUFFER,
+RONDE_ALLREDUCE and MEMCPY_OUT_FUSION_BUFFER: Horovod's names),
 the total span time per step and the span count per step, over the cycles in the file.
 
     RONDE_TIMELINE=/tmp/tl.json ronde run -np 2 --bind-to core python \\
@@ -50,7 +51,7 @@ def main():
             spans[event["name"]].append((start, stop))
             first = start if first is None else min(first, start)
             last = stop if last is None else max(last, stop)
-        elif event.get("ph") == "i" and event.get("name") == "CYCLE":
+        elif event.get("ph") == "i" and event.get("name") == "CYCLE_START":
             cycles += 1
     print("%d steps over %.1f ms of timeline, %d cycle markers" % (
         args.steps, (last - first) / 1e3 if first is not None else 0, cycles))

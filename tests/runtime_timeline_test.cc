@@ -1,6 +1,9 @@
 // The timeline file parses as JSON (Chrome trace events) and holds, per tensor, negotiation,
-// queueing, the fusion-buffer copies and the collective with dtype, shape and bytes; a
-// timeline cut short by a dying job is still readable the way the viewers read it.
+// queueing, the fusion-buffer copies and the collective with dtype, shape and bytes, under
+// Horovod's names and layout (a process per tensor; NEGOTIATE_ALLREDUCE, then a top-level
+// ALLREDUCE around QUEUE, MEMCPY_IN_FUSION_BUFFER, the library's collective and
+// MEMCPY_OUT_FUSION_BUFFER; CYCLE_START markers), so that tools written for Horovod's timelines
+// read ronde's; a timeline cut short by a dying job is still readable the way the viewers read it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -55,33 +58,56 @@ TEST(RuntimeTimeline, FileIsJsonWithTheExpectedEvents) {
     if (ctx.rank != 0) return;
     json events = json::parse(readFile(path));  // throws on invalid JSON
     REQUIRE(events.is_array() && !events.empty(), "an array of events");
-    std::map<int, std::string> rows;                          // tid -> tensor name
+    std::map<int, std::string> rows;                          // pid -> tensor name
     std::map<std::string, std::set<std::string>> activities;  // tensor -> activities seen
-    bool cycle_marker = false, cached = false, args_ok = false;
+    struct Span {
+      int64_t start, end;
+    };
+    std::map<std::string, std::vector<Span>> top, nested;  // grad.0's spans by kind
+    bool cycle_marker = false, cached = false, args_ok = false, epoch = false;
     for (const json& e : events) {
       REQUIRE(e.contains("ph") && e.contains("name"), "every event has ph and name: " << e.dump());
-      if (e["ph"] == "M" && e["name"] == "thread_name")
-        rows[e["tid"].get<int>()] = e["args"]["name"];
-      if (e["ph"] == "i" && e["name"].get<std::string>().rfind("CYCLE", 0) == 0)
-        cycle_marker = true;
+      if (e["ph"] == "M" && e["name"] == "process_name") {
+        if (e["pid"] == 0) epoch = e["args"].contains("start_time_since_epoch_in_micros");
+        else rows[e["pid"].get<int>()] = e["args"]["name"];
+      }
+      if (e["ph"] == "i" && e["name"] == "CYCLE_START") cycle_marker = true;
       if (e["ph"] != "X") continue;
-      REQUIRE(e.contains("ts") && e.contains("dur") && e.contains("tid"), "complete event fields");
-      std::string tensor = rows.at(e["tid"].get<int>());
-      activities[tensor].insert(e["name"].get<std::string>());
-      if (e["name"] == "NEGOTIATE" && tensor == "grad.1") {
+      REQUIRE(e.contains("ts") && e.contains("dur") && e.contains("pid"), "complete event fields");
+      std::string tensor = rows.at(e["pid"].get<int>());
+      const std::string name = e["name"].get<std::string>();
+      activities[tensor].insert(name);
+      if (name == "NEGOTIATE_ALLREDUCE" && tensor == "grad.1") {
         args_ok = e["args"]["dtype"] == "float32" && e["args"]["shape"] == "[17]" &&
                   e["args"]["bytes"] == 68;
         if (e["args"]["cached"] == true) cached = true;
       }
+      if (tensor == "grad.0") {
+        Span s{e["ts"].get<int64_t>(), e["ts"].get<int64_t>() + e["dur"].get<int64_t>()};
+        (name == "ALLREDUCE" ? top : nested)[name].push_back(s);
+      }
     }
-    for (const char* a : {"NEGOTIATE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER", "ALLREDUCE",
-                          "MEMCPY_OUT_FUSION_BUFFER"}) {
+    for (const char* a : {"NEGOTIATE_ALLREDUCE", "ALLREDUCE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
+                          "RONDE_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER"}) {
       REQUIRE(activities["grad.0"].count(a), "grad.0 lacks " << a);
     }
-    REQUIRE(activities["grad.gather"].count("ALLGATHER"), "allgather span");
-    REQUIRE(args_ok, "NEGOTIATE carries dtype, shape and bytes");
+    // Each step's QUEUE, copies and collective lie inside that step's top-level ALLREDUCE.
+    REQUIRE(top["ALLREDUCE"].size() == 3, "one top-level ALLREDUCE per step");
+    for (const char* a : {"QUEUE", "MEMCPY_IN_FUSION_BUFFER", "RONDE_ALLREDUCE"}) {
+      for (const Span& s : nested[a]) {
+        bool inside = false;
+        for (const Span& t : top["ALLREDUCE"]) inside |= t.start <= s.start && s.end <= t.end;
+        REQUIRE(inside, a << " at " << s.start << " lies outside every top-level ALLREDUCE");
+      }
+    }
+    REQUIRE(activities["grad.gather"].count("NEGOTIATE_ALLGATHER") &&
+                activities["grad.gather"].count("ALLGATHER") &&
+                activities["grad.gather"].count("RONDE_ALLGATHER"),
+            "allgather spans");
+    REQUIRE(args_ok, "NEGOTIATE_ALLREDUCE carries dtype, shape and bytes");
     REQUIRE(cached, "later steps negotiate on the cached path");
-    REQUIRE(cycle_marker, "cycle markers");
+    REQUIRE(cycle_marker, "CYCLE_START markers");
+    REQUIRE(epoch, "process 0 carries start_time_since_epoch_in_micros");
     std::remove(path.c_str());
   });
 }
@@ -109,7 +135,7 @@ TEST(RuntimeTimeline, StartedAndStoppedAtRunTimeAndReadableAfterADeath) {
         json events = json::parse(readFile(path));
         std::set<std::string> tensors;
         for (const json& e : events) {
-          if (e["ph"] == "M" && e["name"] == "thread_name")
+          if (e["ph"] == "M" && e["name"] == "process_name" && e["pid"] != 0)
             tensors.insert(e["args"]["name"].get<std::string>());
         }
         REQUIRE(
@@ -156,7 +182,7 @@ TEST(RuntimeTimeline, DynamicMeansStartedLaterNotAFileNamedDynamic) {
     json events = json::parse(readFile(path));
     bool during = false;
     for (const json& e : events) {
-      during |= e["ph"] == "M" && e["args"]["name"] == "during.0";
+      during |= e["name"] == "process_name" && e["args"]["name"] == "during.0";
     }
     REQUIRE(during, "start_timeline() wrote the timeline");
   });

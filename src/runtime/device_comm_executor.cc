@@ -173,7 +173,7 @@ void Executor::deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vect
     auto start = Clock::now();
     comm.allreduce(in, out, count, d0.dtype, collectiveOp(d0),
                    Scaling{d0.prescale, finalScale(first)});
-    span(p, "ALLREDUCE", start);
+    span(p, "ALLREDUCE", start, &comm);
     return;
   }
 
@@ -191,7 +191,7 @@ void Executor::deviceCommAllreduce(Communicator& comm, DeviceOps& ops, std::vect
   } else {
     comm.allreduce(buffer, buffer, total, d0.dtype, collectiveOp(d0), Scaling{});
   }
-  for (Part& p : parts) span(p, "ALLREDUCE", start);
+  for (Part& p : parts) span(p, "ALLREDUCE", start, &comm);
 
   auto out_start = Clock::now();
   ops.copyOnDevice(DeviceOps::Queue::kOut, unpack, {d0.dtype, d0.dtype, finalScale(first)});
@@ -244,7 +244,7 @@ void Executor::deviceCommBroadcast(Communicator& comm, DeviceOps& ops, std::vect
     ops.synchronize(in_queue, deadline);
     auto start = Clock::now();
     comm.broadcast(buffer, count, d0.dtype, root);
-    span(p, "BROADCAST", start);
+    span(p, "BROADCAST", start, &comm);
     return;
   }
 
@@ -281,7 +281,7 @@ void Executor::deviceCommBroadcast(Communicator& comm, DeviceOps& ops, std::vect
 
   auto start = Clock::now();
   comm.broadcast(buffer, total, d0.dtype, root);
-  for (Part& p : parts) span(p, "BROADCAST", start);
+  for (Part& p : parts) span(p, "BROADCAST", start, &comm);
 
   auto out_start = Clock::now();
   ops.copyOnDevice(DeviceOps::Queue::kOut, unpack, rawCopy(d0.dtype));
@@ -301,7 +301,7 @@ void Executor::deviceCommAllgather(Communicator& comm, DeviceOps& ops, Part& par
   ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
   auto start = Clock::now();
   comm.allgatherv(in, out, layout.counts, d.dtype);
-  span(part, "ALLGATHER", start);
+  span(part, "ALLGATHER", start, &comm);
 }
 
 // Each rank's block of the gathered buffer holds its contributions to every tensor, in plan
@@ -343,7 +343,7 @@ void Executor::deviceCommAllgatherFused(Communicator& comm, DeviceOps& ops,
 
   auto start = Clock::now();
   comm.allgatherv(send, gathered, layout.counts, d0.dtype);
-  for (Part& p : parts) span(p, "ALLGATHER", start);
+  for (Part& p : parts) span(p, "ALLGATHER", start, &comm);
 
   auto out_start = Clock::now();
   std::vector<size_t> block_start(members, 0);
@@ -383,7 +383,7 @@ void Executor::deviceCommAlltoall(Communicator& comm, DeviceOps& ops, Part& part
   ops.synchronize(DeviceOps::Queue::kIn, Deadline::after(device_.timeout));
   auto start = Clock::now();
   comm.alltoallv(in, layout.send, out, layout.recv, d.dtype);
-  span(part, "ALLTOALL", start);
+  span(part, "ALLTOALL", start, &comm);
 }
 
 void Executor::deviceCommReducescatter(Communicator& comm, DeviceOps& ops, Part& part) {
@@ -408,7 +408,7 @@ void Executor::deviceCommReducescatter(Communicator& comm, DeviceOps& ops, Part&
   auto start = Clock::now();
   comm.reducescatter(in, out, layout.counts, d.dtype, collectiveOp(d),
                      Scaling{d.prescale, finalScale(r)});
-  span(part, "REDUCESCATTER", start);
+  span(part, "REDUCESCATTER", start, &comm);
 }
 
 // Member i's block of the device fusion buffer holds its share of every tensor, in plan order,
@@ -451,7 +451,7 @@ void Executor::deviceCommReducescatterFused(Communicator& comm, DeviceOps& ops,
   auto start = Clock::now();
   comm.reducescatter(buffer, mine, layout.counts, d0.dtype, collectiveOp(d0),
                      Scaling{1.0, finalScale(first)});
-  for (Part& p : parts) span(p, "REDUCESCATTER", start);
+  for (Part& p : parts) span(p, "REDUCESCATTER", start, &comm);
 
   auto out_start = Clock::now();
   std::vector<cuda::CopySegment> unpack;

@@ -44,9 +44,16 @@ size_t Executor::elementsOf(const std::vector<Part>& parts) {
   return total;
 }
 
-void Executor::span(const Part& part, const char* activity, Clock::time_point start) {
+void Executor::span(const Part& part, const char* activity, Clock::time_point start,
+                    const Communicator* via) {
   if (timeline_ == nullptr || part.local == nullptr) return;
-  timeline_->span(part.response->key.second, activity, start, Clock::now(), "");
+  std::string name = activity;
+  if (name.find('_') == std::string::npos) {
+    const std::string transport = (via != nullptr ? via : comm_)->transportName();
+    const char* library = transport == "mpi" ? "MPI_" : transport == "nccl" ? "NCCL_" : "RONDE_";
+    name = library + name;
+  }
+  timeline_->span(part.response->key.second, name, start, Clock::now(), "");
 }
 
 void Executor::run(const std::vector<Response>& responses, const ExecutionUnit& unit,

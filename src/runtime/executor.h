@@ -98,7 +98,12 @@ class Executor {
   void alltoall(Part& part, std::vector<int64_t>* received_rows);
   void reducescatter(Part& part);
   void reducescatterFused(std::vector<Part>& parts);
-  void span(const Part& part, const char* activity, Timeline::Clock::time_point start);
+  // A span of `activity` on the part's timeline row. A collective (an activity without '_':
+  // ALLREDUCE, BROADCAST ...) is named after the library that ran it, as Horovod names its
+  // nested spans (MPI_ALLREDUCE, NCCL_ALLREDUCE; RONDE_ALLREDUCE for the native backend, where
+  // Horovod writes GLOO_): `via` is that communicator, the unit's host communicator if null.
+  void span(const Part& part, const char* activity, Timeline::Clock::time_point start,
+            const Communicator* via = nullptr);
   // The elements of all the parts' tensors: a fusion buffer's length.
   static size_t elementsOf(const std::vector<Part>& parts);
   void runKind(uint8_t kind, std::vector<Part>& parts, std::vector<int64_t>* result);

@@ -1,6 +1,7 @@
 #include "runtime/runtime_impl.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 
@@ -20,6 +21,16 @@ std::exception_ptr abortedError(const std::string& why) {
 
 // What names a request among the in-flight ones: its tensor, whatever kind it is submitted as.
 RequestKey tensorKey(const Descriptor& d) { return {d.process_set, tensorName(d.name, d.kind)}; }
+
+// Horovod's name for a request type in its timeline (Request::RequestType_Name): tools that read
+// Horovod's timelines look for NEGOTIATE_ALLREDUCE, ALLREDUCE, ADASUM and the rest.
+std::string timelineOpName(const Descriptor& d) {
+  if (d.kind == static_cast<uint8_t>(RequestKind::kAllreduce) && d.op == ReduceOp::kAdasum)
+    return "ADASUM";
+  std::string name = kindName(d.kind);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
 
 }  // namespace
 
@@ -401,7 +412,7 @@ bool RuntimeImpl::runCycle() {
   if (stall_reporter_) stall_reporter_->cycleStarted(now);
   applyTimelineRequest();
   if (timeline_ && timeline_->markCycles())
-    timeline_->marker("CYCLE " + std::to_string(cycle_), now);
+    timeline_->marker("CYCLE_START", now);
   drainIncoming();
   // Requests waiting on the cached path go the full way when another rank announced the same
   // name in full (a changed signature), when they waited long enough for the stall
@@ -488,7 +499,9 @@ void RuntimeImpl::execute(std::vector<Response>& responses) {
                          formatShape(d.shape) + "\",\"bytes\":" +
                          std::to_string(d.numel() * static_cast<int64_t>(dataTypeSize(d.dtype))) +
                          ",\"cached\":" + (r.cache_slot >= 0 ? "true" : "false");
-      timeline_->span(r.key.second, "NEGOTIATE", it->second.enqueued, ready_at, args);
+      it->second.decided = ready_at;
+      timeline_->span(r.key.second, "NEGOTIATE_" + timelineOpName(d), it->second.enqueued,
+                      ready_at, args);
     }
   }
   auto lookup = [this](const RequestKey& key) -> LocalRequest* {
@@ -532,6 +545,10 @@ void RuntimeImpl::finish(const RequestKey& key, std::shared_ptr<Tensor> output,
   if (it == pending_.end()) return;
   std::shared_ptr<HandleImpl> handle = std::move(it->second.handle);
   RequestKey tensor = tensorKey(it->second.descriptor);
+  if (timeline_ && it->second.decided != Clock::time_point{}) {
+    timeline_->span(key.second, timelineOpName(it->second.descriptor), it->second.decided,
+                    Clock::now(), "");
+  }
   pending_.erase(it);
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -49,11 +49,18 @@ Timeline::Timeline(const std::string& path, bool mark_cycles, size_t queue_capac
     throw makeError(ErrorCode::kIo, "cannot open the timeline file ", path, ": ",
                     std::strerror(errno));
   }
+  // Horovod's layout: process 0 carries the wall-clock start (tools align timelines by it), and
+  // each tensor is a process of its own (rowOf), named after the tensor.
+  const auto since_epoch = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
   std::fputs("[\n", file_);
   std::fprintf(file_,
-               "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-               "\"args\":{\"name\":\"ronde rank 0\"}},\n",
-               0);
+               "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,"
+               "\"args\":{\"name\":\"ronde rank 0\",\"start_time_since_epoch_in_micros\":%lld}},\n"
+               "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":0,"
+               "\"args\":{\"sort_index\":0}},\n",
+               static_cast<long long>(since_epoch));
   std::fflush(file_);
   writer_ = std::thread([this] { writerLoop(); });
 }
@@ -125,10 +132,11 @@ int Timeline::rowOf(const std::string& tensor) {
   if (it != rows_.end()) return it->second;
   int row = static_cast<int>(rows_.size()) + 1;
   rows_[tensor] = row;
-  std::fprintf(
-      file_,
-      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"%s\"}},\n",
-      row, jsonEscape(tensor).c_str());
+  std::fprintf(file_,
+               "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"%s\"}},\n"
+               "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
+               "\"args\":{\"sort_index\":%d}},\n",
+               row, jsonEscape(tensor).c_str(), row, row);
   return row;
 }
 
@@ -141,7 +149,7 @@ void Timeline::write(const Event& e) {
   }
   int row = rowOf(e.tensor);
   std::fprintf(file_,
-               "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%lld,\"dur\":%lld,"
+               "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%lld,\"dur\":%lld,"
                "\"args\":{%s}},\n",
                jsonEscape(e.activity).c_str(), row, static_cast<long long>(e.start_us),
                static_cast<long long>(e.duration_us), e.args.c_str());
