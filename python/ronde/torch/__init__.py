@@ -77,6 +77,8 @@ def start_timeline(file_path, mark_cycles=False):
 
 
 def stop_timeline():
+    """Stops the timeline. As in Horovod it returns at once: the background thread writes what
+    is queued and closes the file (strict JSON from then on) at its next cycle."""
     _core.stop_timeline()
 
 
