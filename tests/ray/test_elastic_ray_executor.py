@@ -237,3 +237,35 @@ def test_a_worker_whose_function_raises_fails_the_run_naming_it(ray_cluster):
     finally:
         executor.shutdown()
     wait_for_free_cpus(ray, 2)  # its actors are gone
+
+
+def logged_world():
+    import ronde.torch as hvd
+    from ronde.ray import ray_logger
+    hvd.init()
+    seen = (hvd.rank(), hvd.size(), os.environ.get("FROM_ENV_VARS"))
+    ray_logger.log({"rank": hvd.rank()})
+    hvd.shutdown()
+    return seen
+
+
+def test_horovods_form_with_settings_bounds_env_vars_and_callbacks(ray_cluster):
+    settings = ElasticRayExecutor.create_settings(min_num_proc=2, max_num_proc=2,
+                                                  elastic_timeout=60, timeout_s=60, verbose=0)
+    assert (settings.min_num_proc, settings.max_num_proc, settings.elastic_timeout_s) == \
+        (2, 2, 60.0)
+    executor = ElasticRayExecutor(settings, use_gpu=False, cpus_per_slot=1,
+                                  env_vars={"FROM_ENV_VARS": "yes"})
+    assert (executor.min_workers, executor.max_workers) == (2, 2)
+    executor.start()
+    messages = []
+    try:
+        results = executor.run(logged_world, callbacks=[messages.append])
+    finally:
+        executor.shutdown()
+    assert sorted(results) == [(0, 2, "yes"), (1, 2, "yes")]
+    assert sorted(m["rank"] for m in messages) == [0, 1]
+    with pytest.warns(DeprecationWarning, match="min_num_proc"):
+        assert ElasticRayExecutor.create_settings(min_np=3).min_num_proc == 3
+    with pytest.raises(NotImplementedError, match="override_discovery"):
+        ElasticRayExecutor(settings, override_discovery=False)

@@ -91,17 +91,140 @@ def test_run_twice_and_execute_on_the_same_actors(ray_cluster):
     executor = RayExecutor(num_workers=2)
     executor.start()
     try:
-        def world():
+        def world(executable):
             import ronde.torch as hvd
+            assert executable is None  # no executable_cls: Horovod passes None
             hvd.init()
             seen = (hvd.rank(), hvd.size())
             hvd.shutdown()
             return seen
         assert executor.execute(world) == [(0, 2), (1, 2)]
         assert executor.run(lambda a, b=0: a + b, args=[1], kwargs={"b": 2}) == [3, 3]
-        assert executor.execute_single(lambda: os.environ["RONDE_RANK"]) == "0"
+        assert executor.execute_single(lambda _: os.environ["RONDE_RANK"]) == "0"
     finally:
         executor.shutdown()
+
+
+class Trainer:
+    """An executable_cls: made once per actor by start(), handed to execute()'s function."""
+
+    def __init__(self, base, scale=1):
+        self.base = base * scale
+        self.calls = 0
+
+    def step(self):
+        import torch
+        import ronde.torch as hvd
+        if not hvd.is_initialized():
+            hvd.init()
+        self.calls += 1
+        total = hvd.allreduce(torch.tensor([float(hvd.rank() + self.base)]), op=hvd.Sum)
+        return hvd.rank(), self.calls, total.item()
+
+
+def test_executable_cls_lives_on_each_actor_across_calls(ray_cluster):
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=2)
+    executor.start(executable_cls=Trainer, executable_args=[10], executable_kwargs={"scale": 2})
+    try:
+        # Each rank adds 20 + its rank: 20 + 21.
+        assert executor.execute(lambda t: t.step()) == [(0, 1, 41.0), (1, 1, 41.0)]
+        assert executor.execute(lambda t: t.step()) == [(0, 2, 41.0), (1, 2, 41.0)]
+        assert executor.execute_single(lambda t: (t.base, t.calls)) == (20, 2)
+    finally:
+        executor.shutdown()
+
+
+def report_and_wait_for_the_driver(flag_dir, steps):
+    """Logs progress to the driver; after the first message waits (bounded) until the driver's
+    callback has answered through a file: it can only if callbacks run while the job runs."""
+    from ronde.ray import ray_logger
+    rank = int(os.environ["RONDE_RANK"])
+    ray_logger.log({"rank": rank, "step": 0})
+    answer = os.path.join(flag_dir, "seen.%d" % rank)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(answer) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    answered = os.path.exists(answer)
+    for step in range(1, steps):
+        ray_logger.log({"rank": rank, "step": step})
+    return answered
+
+
+def test_callbacks_receive_every_message_while_the_run_goes_on(ray_cluster, tmp_path):
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=2)
+    executor.start()
+    received = []
+
+    def answer(message):
+        received.append((message["rank"], message["step"]))
+        if message["step"] == 0:
+            open(os.path.join(str(tmp_path), "seen.%d" % message["rank"]), "w").close()
+
+    try:
+        answered = executor.run(report_and_wait_for_the_driver, args=[str(tmp_path), 4],
+                                callbacks=[answer, lambda m: None])
+        # Without callbacks, log() goes nowhere and the run still works.
+        assert executor.run(lambda: 7) == [7, 7]
+    finally:
+        executor.shutdown()
+    assert answered == [True, True]
+    for rank in (0, 1):
+        assert [s for r, s in received if r == rank] == [0, 1, 2, 3]
+
+
+def test_a_callback_that_raises_fails_the_run_after_it_ends(ray_cluster):
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=2)
+    executor.start()
+
+    def send():
+        from ronde.ray import ray_logger
+        ray_logger.log("hello")
+        return "done"
+
+    def broken(message):
+        raise KeyError(message)
+
+    try:
+        with pytest.raises(RuntimeError, match="callback raised KeyError"):
+            executor.run(send, callbacks=[broken])
+        assert executor.run(send) == ["done", "done"]  # the executor still works
+        with pytest.raises(TypeError, match="callables"):
+            executor.run(send, callbacks=["not callable"])
+    finally:
+        executor.shutdown()
+
+
+def elastic_world():
+    import ronde.torch as hvd
+    hvd.init()
+    seen = (hvd.rank(), hvd.size())
+    hvd.shutdown()
+    return seen
+
+
+def test_min_workers_makes_an_elastic_executor_as_in_horovod(ray_cluster):
+    with pytest.raises(ValueError, match="min_workers"):
+        RayExecutor(RayExecutor.create_settings(), max_workers=2)
+    with pytest.raises(ValueError, match="cannot both"):
+        RayExecutor(RayExecutor.create_settings(), num_workers=2, min_workers=1)
+    with pytest.raises(NotImplementedError, match="cooldown_range"):
+        RayExecutor(RayExecutor.create_settings(), min_workers=1, cooldown_range=[1, 2])
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60, verbose=0), min_workers=2,
+                           max_workers=2, elastic_timeout=60)
+    executor.start()
+    try:
+        assert sorted(executor.run(elastic_world)) == [(0, 2), (1, 2)]
+    finally:
+        executor.shutdown()
+
+
+def test_create_settings_takes_horovods_ssh_arguments(tmp_path):
+    key = str(tmp_path / "key")
+    settings = RayExecutor.create_settings(timeout_s=5, ssh_identity_file=key, ssh_str="KEY",
+                                           placement_group_timeout_s=7, nics={"lo"})
+    assert open(key).read() == "KEY" and (os.stat(key).st_mode & 0o777) == 0o600
+    assert (settings.timeout_s, settings.placement_group_timeout_s, settings.nics) == \
+        (5.0, 7.0, {"lo"})
 
 
 def test_more_workers_than_the_cluster_has_fail_with_a_clear_error(ray_cluster):

@@ -3,6 +3,7 @@
 
 from ronde.ray.elastic_executor import ElasticRayExecutor, ElasticRaySettings
 from ronde.ray.runner import RayExecutor, RaySettings
+from ronde.ray import ray_logger  # noqa: F401  (Horovod: from horovod.ray import ray_logger)
 from ronde.ray.tune import DistributedTrainableCreator
 
 __all__ = ["DistributedTrainableCreator", "ElasticRayExecutor", "ElasticRaySettings", "RayExecutor",

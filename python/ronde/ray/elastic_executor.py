@@ -15,6 +15,7 @@ import itertools
 import time
 
 from ronde import _job_env
+from ronde.ray.callbacks import CallbackPump
 from ronde.ray.runner import RaySettings, _Worker
 
 
@@ -29,8 +30,12 @@ class ElasticRaySettings(RaySettings):
     """
 
     def __init__(self, timeout_s=60, env=None, nics=None, verbose=1, elastic_timeout_s=600,
-                 reset_limit=None, discovery_interval_s=1.0, reset_grace_s=5.0):
+                 reset_limit=None, discovery_interval_s=1.0, reset_grace_s=5.0,
+                 min_num_proc=1, max_num_proc=None):
         super().__init__(timeout_s=timeout_s, env=env, nics=nics, verbose=verbose)
+        # Horovod's ElasticSettings carry the bounds; ElasticRayExecutor takes them from here.
+        self.min_num_proc = min_num_proc
+        self.max_num_proc = max_num_proc
         self.elastic_timeout_s = float(elastic_timeout_s)
         self.reset_limit = reset_limit
         self.discovery_interval_s = float(discovery_interval_s)
@@ -76,15 +81,51 @@ class ElasticRayExecutor:
     """
 
     @staticmethod
-    def create_settings(timeout_s=60, env=None, nics=None, verbose=1, elastic_timeout_s=600,
-                        reset_limit=None, discovery_interval_s=1.0, reset_grace_s=5.0):
+    def create_settings(min_num_proc=1, max_num_proc=None, reset_limit=None, elastic_timeout=600,
+                        timeout_s=60, ssh_identity_file=None, nics=None, min_np=None,
+                        max_np=None, env=None, verbose=1, elastic_timeout_s=None,
+                        discovery_interval_s=1.0, reset_grace_s=5.0):
+        """Horovod's ElasticRayExecutor.create_settings (min_np/max_np deprecated as there;
+        ssh_identity_file: nothing is reached over ssh on Ray, as in Horovod's Ray mode), plus
+        ronde's: env, verbose, elastic_timeout_s (another name of elastic_timeout),
+        discovery_interval_s and reset_grace_s."""
+        import warnings
+        if min_np is not None:
+            min_num_proc = min_np
+            warnings.warn("min_np is deprecated, use min_num_proc instead", DeprecationWarning)
+        if max_np is not None:
+            max_num_proc = max_np
+            warnings.warn("max_np is deprecated, use max_num_proc instead", DeprecationWarning)
+        del ssh_identity_file
         return ElasticRaySettings(timeout_s=timeout_s, env=env, nics=nics, verbose=verbose,
-                                  elastic_timeout_s=elastic_timeout_s, reset_limit=reset_limit,
+                                  elastic_timeout_s=(elastic_timeout if elastic_timeout_s is None
+                                                     else elastic_timeout_s),
+                                  reset_limit=reset_limit,
                                   discovery_interval_s=discovery_interval_s,
-                                  reset_grace_s=reset_grace_s)
+                                  reset_grace_s=reset_grace_s, min_num_proc=min_num_proc,
+                                  max_num_proc=max_num_proc)
 
-    def __init__(self, settings=None, min_workers=1, max_workers=None, cpus_per_worker=1,
-                 use_gpu=False, gpus_per_worker=None):
+    def __init__(self, settings=None, use_gpu=False, cpus_per_slot=1, gpus_per_slot=None,
+                 env_vars=None, override_discovery=True, min_workers=None, max_workers=None,
+                 cpus_per_worker=None, gpus_per_worker=None):
+        """Horovod's parameters (the bounds come from the settings' min_num_proc and
+        max_num_proc; env_vars are set on every worker), and ronde's older names:
+        min_workers/max_workers override the settings' bounds, cpus_per_worker and
+        gpus_per_worker are cpus_per_slot and gpus_per_slot."""
+        if not override_discovery:
+            raise NotImplementedError("ElasticRayExecutor: override_discovery=False (a discovery "
+                                      "of your own) is not supported: the workers come from "
+                                      "Ray's alive nodes")
+        if settings is not None and not isinstance(settings, ElasticRaySettings):
+            raise TypeError("ElasticRayExecutor: settings come from "
+                            "ElasticRayExecutor.create_settings()")
+        settings = settings or ElasticRaySettings()
+        if env_vars:
+            settings.env = dict(settings.env, **env_vars)
+        min_workers = settings.min_num_proc if min_workers is None else min_workers
+        max_workers = settings.max_num_proc if max_workers is None else max_workers
+        cpus_per_worker = cpus_per_slot if cpus_per_worker is None else cpus_per_worker
+        gpus_per_worker = gpus_per_slot if gpus_per_worker is None else gpus_per_worker
         if not isinstance(min_workers, int) or min_workers < 1:
             raise ValueError("ElasticRayExecutor: min_workers must be a positive integer, not %r"
                              % (min_workers,))
@@ -97,10 +138,7 @@ class ElasticRayExecutor:
         if cpus_per_worker <= 0:
             raise ValueError("ElasticRayExecutor: cpus_per_worker must be positive, not %r"
                              % (cpus_per_worker,))
-        self.settings = settings or ElasticRaySettings()
-        if not isinstance(self.settings, ElasticRaySettings):
-            raise TypeError("ElasticRayExecutor: settings come from "
-                            "ElasticRayExecutor.create_settings()")
+        self.settings = settings
         self.min_workers = min_workers
         self.max_workers = max_workers
         self.cpus_per_worker = cpus_per_worker
@@ -114,6 +152,7 @@ class ElasticRayExecutor:
         self._generation = 0
         self._workers = []       # of the current run, every one ever started
         self._generations = []   # per published generation: the worker ids in rank order
+        self._queue = None       # ray_logger's queue of the current run (callbacks given)
 
     def _bundle(self):
         bundle = {"CPU": self.cpus_per_worker}
@@ -145,20 +184,25 @@ class ElasticRayExecutor:
 
     # -- the driver loop ------------------------------------------------------------------
 
-    def run(self, fn, args=None, kwargs=None):
+    def run(self, fn, args=None, kwargs=None, callbacks=None):
         """Runs fn(*args, **kwargs) on an elastic world of Ray actors until one returns.
 
         Returns the results of the workers that finished, in the rank order of the last
         generation. A worker whose fn raises fails the run (a bug, not a lost host);
         fewer than min_workers slots for elastic_timeout_s or more than reset_limit
-        re-formings end it with RuntimeError; in every case the actors are stopped."""
+        re-formings end it with RuntimeError; in every case the actors are stopped.
+        callbacks: called on the driver with every message a worker sends through
+        ronde.ray.ray_logger.log(), workers started later in the run included."""
         if self._server is None:
             raise RuntimeError("ElasticRayExecutor: call start() first")
         self._fn = (fn, list(args or []), dict(kwargs or {}))
-        try:
-            return self._drive()
-        finally:
-            self._stop_all()
+        with CallbackPump(callbacks) as pump:
+            self._queue = pump.queue
+            try:
+                return self._drive()
+            finally:
+                self._queue = None
+                self._stop_all()
 
     def _live(self):
         return [w for w in self._workers if not w.done and not w.stopping]
@@ -366,8 +410,11 @@ class ElasticRayExecutor:
                # A worker waits for its next world at most as long as the driver waits.
                "RONDE_ELASTIC_TIMEOUT_SECONDS": str(int(self.settings.elastic_timeout_s) + 30)}
         env.update(self._extra_env)
-        # Calls on one actor run in order: the environment is set before fn starts.
+        # Calls on one actor run in order: the environment and the callbacks' queue are set
+        # before fn starts.
         worker.actor.set_env.remote(env)
+        if self._queue is not None:
+            worker.actor.set_queue.remote(self._queue)
         fn, args, kwargs = self._fn
         worker.ref = worker.actor.execute.remote(fn, args, kwargs)
 

@@ -12,6 +12,7 @@ executor can redo them when the cluster changes.
 import os
 
 from ronde import _job_env
+from ronde.ray.callbacks import CallbackPump
 
 
 class RaySettings:
@@ -34,6 +35,8 @@ class RaySettings:
 class _Worker:
     """The body of each rank's actor (wrapped by ray.remote in RayExecutor._start_actors)."""
 
+    executable = None  # start(executable_cls=...) makes one per actor; execute() passes it
+
     def where(self):
         import socket
         import ray
@@ -46,6 +49,16 @@ class _Worker:
 
     def execute(self, fn, args, kwargs):
         return fn(*args, **kwargs)
+
+    def start_executable(self, cls, args, kwargs):
+        self.executable = cls(*args, **kwargs)
+
+    def execute_on_executable(self, fn):
+        return fn(self.executable)
+
+    def set_queue(self, queue):
+        from ronde.ray import ray_logger
+        ray_logger.configure(queue)
 
     def shutdown_runtime(self):
         try:
@@ -73,17 +86,49 @@ class RayExecutor:
     """
 
     @staticmethod
-    def create_settings(timeout_s=60, placement_group_timeout_s=None, env=None, nics=None,
-                        verbose=1):
+    def create_settings(timeout_s=60, ssh_identity_file=None, ssh_str=None,
+                        placement_group_timeout_s=None, nics=None, env=None, verbose=1):
+        """Horovod's parameters, and ronde's env and verbose. Nothing is reached over ssh on
+        Ray; as in Horovod, ssh_str (a private key) is written to ssh_identity_file (mode 0600)
+        when that file does not exist, for the user's own tools."""
+        if ssh_str:
+            if not ssh_identity_file:
+                raise ValueError("RayExecutor.create_settings: ssh_str needs ssh_identity_file")
+            if not os.path.exists(ssh_identity_file):
+                fd = os.open(ssh_identity_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(ssh_str)
         return RaySettings(timeout_s=timeout_s, placement_group_timeout_s=placement_group_timeout_s,
                            env=env, nics=nics, verbose=verbose)
 
-    def __init__(self, settings=None, num_workers=None, cpus_per_worker=1, use_gpu=False,
-                 gpus_per_worker=None, placement_group_strategy="PACK", num_hosts=None,
-                 num_workers_per_host=None):
-        if num_hosts is not None or num_workers_per_host is not None:
-            if num_hosts is None or num_workers_per_host is None:
-                raise ValueError("RayExecutor: give num_hosts and num_workers_per_host together")
+    def __init__(self, settings=None, num_workers=None, num_hosts=None, num_workers_per_host=1,
+                 cpus_per_worker=1, use_gpu=False, gpus_per_worker=None,
+                 use_current_placement_group=True, min_workers=None, max_workers=None,
+                 reset_limit=None, cooldown_range=None, elastic_timeout=600,
+                 override_discovery=True, placement_group_strategy="PACK"):
+        """Horovod's parameters, in Horovod's order (placement_group_strategy is ronde's).
+
+        min_workers (with max_workers, reset_limit, elastic_timeout) makes the executor
+        elastic, as in Horovod: an ElasticRayExecutor runs the job. use_current_placement_group:
+        inside a placement group (a Tune trial's, say), the ranks take its bundles instead of
+        reserving new ones."""
+        self._elastic = None
+        if max_workers and (not min_workers or min_workers <= 0):
+            raise ValueError("RayExecutor: max_workers needs a positive min_workers (elastic "
+                             "jobs need a lower bound)")
+        if min_workers is not None:
+            if num_workers is not None:
+                raise ValueError("RayExecutor: min_workers (elastic) and num_workers (static) "
+                                 "cannot both be given")
+            self._elastic = self._elastic_executor(
+                settings, min_workers, max_workers, reset_limit, cooldown_range, elastic_timeout,
+                override_discovery, cpus_per_worker, use_gpu, gpus_per_worker)
+            self.settings = self._elastic.settings
+            return
+        if num_hosts is not None:
+            if num_workers_per_host is None or num_workers_per_host < 1:
+                raise ValueError("RayExecutor: num_workers_per_host must be a positive integer "
+                                 "with num_hosts, not %r" % (num_workers_per_host,))
             if num_workers is not None and num_workers != num_hosts * num_workers_per_host:
                 raise ValueError("RayExecutor: num_workers=%d but num_hosts * "
                                  "num_workers_per_host = %d"
@@ -100,6 +145,7 @@ class RayExecutor:
         if gpus_per_worker is not None and not use_gpu:
             raise ValueError("RayExecutor: gpus_per_worker needs use_gpu=True")
         self.settings = settings or RaySettings()
+        self.use_current_placement_group = use_current_placement_group
         self.num_workers = num_workers
         self.cpus_per_worker = cpus_per_worker
         self.use_gpu = use_gpu
@@ -110,6 +156,33 @@ class RayExecutor:
         self._workers = []       # actor handles in rank order
         self._placements = []    # per rank: rank, host, local_rank, ... and where (Ray's facts)
         self._server = None
+
+    @staticmethod
+    def _elastic_executor(settings, min_workers, max_workers, reset_limit, cooldown_range,
+                          elastic_timeout, override_discovery, cpus_per_worker, use_gpu,
+                          gpus_per_worker):
+        from ronde.ray.elastic_executor import ElasticRayExecutor, ElasticRaySettings
+        if cooldown_range is not None:
+            raise NotImplementedError("RayExecutor: cooldown_range is not supported on Ray: a "
+                                      "lost Ray node is dropped, and used again when Ray reports "
+                                      "it alive")
+        if not override_discovery:
+            raise NotImplementedError("RayExecutor: override_discovery=False (a discovery of "
+                                      "your own) is not supported: the workers come from Ray's "
+                                      "alive nodes")
+        if isinstance(settings, ElasticRaySettings):
+            elastic = settings
+            if reset_limit is not None:
+                elastic.reset_limit = reset_limit
+            elastic.elastic_timeout_s = float(elastic_timeout)
+        else:
+            base = settings or RaySettings()
+            elastic = ElasticRaySettings(timeout_s=base.timeout_s, env=base.env, nics=base.nics,
+                                         verbose=base.verbose, elastic_timeout_s=elastic_timeout,
+                                         reset_limit=reset_limit)
+        return ElasticRayExecutor(elastic, min_workers=min_workers, max_workers=max_workers,
+                                  cpus_per_worker=cpus_per_worker, use_gpu=use_gpu,
+                                  gpus_per_worker=gpus_per_worker)
 
     # -- start-up, in steps an elastic executor can redo ---------------------------------
 
@@ -122,6 +195,17 @@ class RayExecutor:
     def _reserve(self, count):
         import ray
         from ray.util.placement_group import placement_group, remove_placement_group
+        current = ray.util.get_current_placement_group()
+        if self.use_current_placement_group and current is not None:
+            # Horovod's default: a job started from inside a placement group runs in it.
+            if len(current.bundle_specs) < count:
+                raise RuntimeError(
+                    "RayExecutor: the current placement group has %d bundles for %d workers; "
+                    "give it more, or pass use_current_placement_group=False"
+                    % (len(current.bundle_specs), count))
+            ray.get(current.ready(), timeout=self.settings.placement_group_timeout_s)
+            self._owns_placement_group = False
+            return current
         group = placement_group([self._bundle() for _ in range(count)],
                                 strategy=self.placement_group_strategy)
         ready, _ = ray.wait([group.ready()], timeout=self.settings.placement_group_timeout_s)
@@ -177,11 +261,15 @@ class RayExecutor:
 
     def start(self, executable_cls=None, executable_args=None, executable_kwargs=None,
               extra_env_vars=None):
-        """Reserves the slots, starts the actors and hands them their ranks."""
+        """Reserves the slots, starts the actors and hands them their ranks; then, with
+        executable_cls, makes executable_cls(*executable_args, **executable_kwargs) on every
+        actor (execute() hands it to its function), as Horovod does."""
         import ray
-        if executable_cls is not None:
-            raise NotImplementedError("RayExecutor.start: executable_cls is not supported; "
-                                      "pass functions to run()/execute()")
+        if self._elastic is not None:
+            if executable_cls is not None:
+                raise NotImplementedError("RayExecutor.start: executable_cls is not supported "
+                                          "on an elastic executor (min_workers); run functions")
+            return self._elastic.start(extra_env_vars=extra_env_vars)
         if self._workers:
             raise RuntimeError("RayExecutor.start: already started")
         if not ray.is_initialized():
@@ -198,6 +286,11 @@ class RayExecutor:
             ray.get([worker.set_env.remote(_job_env.worker_env(placement, address, secret, extra))
                      for worker, placement in zip(self._workers, self._placements)],
                     timeout=self.settings.timeout_s)
+            if executable_cls is not None:
+                # Not bounded by timeout_s: a constructor may load a model or data.
+                self._gather([worker.start_executable.remote(
+                    executable_cls, list(executable_args or []), dict(executable_kwargs or {}))
+                    for worker in self._workers])
         except BaseException:
             self.shutdown()
             raise
@@ -208,8 +301,25 @@ class RayExecutor:
         if not self._workers:
             raise RuntimeError("RayExecutor: call start() first")
 
+    def _with_callbacks(self, callbacks, submit):
+        """Runs submit() (-> refs in rank order) with ray_logger's queue on every actor."""
+        import ray
+        with CallbackPump(callbacks) as pump:
+            if pump.queue is not None:
+                ray.get([w.set_queue.remote(pump.queue) for w in self._workers],
+                        timeout=self.settings.timeout_s)
+            try:
+                return self._gather(submit())
+            finally:
+                if pump.queue is not None and self._workers:
+                    ray.get([w.set_queue.remote(None) for w in self._workers],
+                            timeout=self.settings.timeout_s)
+
     def run_remote(self, fn, args=None, kwargs=None):
         """Starts fn(*args, **kwargs) on every rank; returns Ray object refs in rank order."""
+        if self._elastic is not None:
+            raise NotImplementedError("RayExecutor.run_remote: not on an elastic executor "
+                                      "(its world changes while it runs); use run()")
         self._require_started()
         args, kwargs = list(args or []), dict(kwargs or {})
         return [worker.execute.remote(fn, args, kwargs) for worker in self._workers]
@@ -239,20 +349,32 @@ class RayExecutor:
                 (rank, where["node_ip"], where["node_id"][:8],
                  "died (its actor or node was lost)" if lost else "failed", error)) from error
 
-    def run(self, fn, args=None, kwargs=None):
-        """Runs fn(*args, **kwargs) on every rank; returns the results in rank order."""
-        return self._gather(self.run_remote(fn, args, kwargs))
+    def run(self, fn, args=None, kwargs=None, callbacks=None):
+        """Runs fn(*args, **kwargs) on every rank; returns the results in rank order.
 
-    def execute(self, fn):
-        """Runs fn() on every rank (Horovod passes the worker; ronde's workers hold no
-        executable object, so fn takes no argument); returns the results in rank order."""
-        return self.run(fn)
+        callbacks: callables the driver calls with every message a rank sends through
+        ronde.ray.ray_logger.log() while the run goes on."""
+        if self._elastic is not None:
+            return self._elastic.run(fn, args, kwargs, callbacks=callbacks)
+        self._require_started()
+        return self._with_callbacks(callbacks, lambda: self.run_remote(fn, args, kwargs))
+
+    def execute(self, fn, callbacks=None):
+        """Runs fn(executable) on every rank, as Horovod does: the object start() made from
+        executable_cls, or None without one; returns the results in rank order."""
+        if self._elastic is not None:
+            return self._elastic.run(fn, [None], callbacks=callbacks)
+        self._require_started()
+        return self._with_callbacks(
+            callbacks, lambda: [w.execute_on_executable.remote(fn) for w in self._workers])
 
     def execute_single(self, fn):
-        """Runs fn() on rank 0 only."""
+        """Runs fn(executable) on rank 0 only (the chief), as Horovod does."""
         import ray
+        if self._elastic is not None:
+            raise NotImplementedError("RayExecutor.execute_single: not on an elastic executor")
         self._require_started()
-        return ray.get(self._workers[0].execute.remote(fn, [], {}))
+        return ray.get(self._workers[0].execute_on_executable.remote(fn))
 
     def placements(self):
         """Per rank: its host key, local rank and size, cross rank and size, Ray node."""
@@ -264,6 +386,8 @@ class RayExecutor:
         graceful: let each rank leave its runtime first (skipped after a failure, when the
         surviving ranks may sit in a collective that will never complete)."""
         import ray
+        if self._elastic is not None:
+            return self._elastic.shutdown()
         from ray.util.placement_group import remove_placement_group
         workers, self._workers = self._workers, []
         if workers and graceful:
