@@ -4,16 +4,21 @@ say which rank it is; the driver must take that report, blacklist the worker's h
 worker and re-form the world without it. Before, it re-formed every generation with the
 stopped worker in it and the survivors waited the start timeout (60 s) for it each time.
 
-Hosts are loopback addresses (127.0.0.x, one slot each), so ranks talk TCP, as in
-test_elastic_training.py, whose helpers (the replay of the job's worlds) this reuses."""
+Run twice: on loopback addresses as hosts (127.0.0.x, one slot each: ranks talk TCP) and on
+one host with three slots (ranks meet in the shared-memory arena, where the stopped process
+keeps its mapping). The helpers (the replay of the job's worlds) are test_elastic_training.py's."""
 import os
 import signal
 import time
 
+import pytest
+
 from elastic_job import ElasticJob, HostsFile
 from test_elastic_training import check_done, commits, latest_synced
 
-HOSTS = ["127.0.0.%d:1" % i for i in range(1, 4)]
+# (discovery output, the stopped worker's host as the launcher names it)
+LAYOUTS = {"tcp": (["127.0.0.%d:1" % i for i in range(1, 4)], "127.0.0.3"),
+           "shm": (["localhost:3"], "localhost")}
 # The issue's target is 20 s from the stop to the survivors' next step (10 s of it the
 # liveness timeout). This bound only tells "recovers" from "hangs": a driver that re-forms with
 # the stopped worker needs at least one 60 s start timeout.
@@ -33,8 +38,10 @@ def process_state(pid):
         return None
 
 
-def test_stopped_worker_is_killed_and_the_job_goes_on(tmp_path):
-    hosts = HostsFile(str(tmp_path), HOSTS)
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_stopped_worker_is_killed_and_the_job_goes_on(tmp_path, layout):
+    discovered, victim_host = LAYOUTS[layout]
+    hosts = HostsFile(str(tmp_path), discovered)
     job = ElasticJob(["-np", "3", "--min-np", "2", "--host-discovery-script", hosts.script,
                       "--elastic-timeout", "120"],
                      # Slow steps: the job must still be training when the stop is noticed
@@ -54,13 +61,13 @@ def test_stopped_worker_is_killed_and_the_job_goes_on(tmp_path):
                      "stopped worker")
         recovered = max(first_steps_after(job, stopped_at, 2)) - stopped_at
         # A benchmark number for the report, not a pass/fail criterion beyond the bound above.
-        print("SIGSTOP -> survivors' next step on 2 workers: %.2f s" % recovered)
+        print("%s: SIGSTOP -> survivors' next step on 2 workers: %.2f s" % (layout, recovered))
         assert job.finish(180) == 0, job.output()
         assert set(latest_synced(job, 2).values()) == survivors, job.output()
         check_done(job, 2, survivors, 6)
         text = job.launcher_text()
-        assert "stopped answering" in text and "on host 127.0.0.3" in text, job.output()
-        assert "blacklisted for the rest of the job" in text, job.output()
+        assert "stopped answering" in text, job.output()
+        assert "host %s blacklisted for the rest of the job" % victim_host in text, job.output()
         # Killed by the driver, and reaped: no stopped process left behind.
         assert process_state(victim) is None, (process_state(victim), job.output())
         # It never rejoined: every generation after the stop has two workers.
