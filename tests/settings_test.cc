@@ -199,6 +199,9 @@ TEST(SettingsTest, OutOfRangeValuesSayTheRange) {
   EXPECT_EQ(configError({{"RONDE_FUSION_THRESHOLD", "99999999999999999999"}}),
             "RONDE_FUSION_THRESHOLD='99999999999999999999' is out of range: expected an integer "
             "number of bytes, at most 9223372036854775807");
+  // Too small for a double is no overflow (and, as before, no valid value either).
+  EXPECT_EQ(configError({{"RONDE_START_TIMEOUT", "1e-400"}}),
+            "RONDE_START_TIMEOUT='1e-400' is not a number of seconds >= 0");
   // Below the range is not a number of the kind at all.
   EXPECT_EQ(configError({{"RONDE_RANK", "-99999999999"}}),
             "RONDE_RANK='-99999999999' is not a rank (an integer >= 0)");

@@ -229,9 +229,11 @@ double parseReal(const Source& source, const char* expected) {
   double parsed = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
   const bool whole = end == text.data() + text.size();
-  // from_chars says out of range for a value beyond a double ("1e400") as for one too small.
-  if (whole && ((error == std::errc() && parsed > kLargestRealSetting) ||
-                (error == std::errc::result_out_of_range && text[0] != '-'))) {
+  // from_chars says out of range for a value beyond a double ("1e400") as for one too small
+  // ("1e-400", malformed as before); strtod tells them apart (infinity for the first).
+  const bool too_large = error == std::errc::result_out_of_range &&
+                         std::isinf(std::strtod(text.c_str(), nullptr)) && text[0] != '-';
+  if (whole && ((error == std::errc() && parsed > kLargestRealSetting) || too_large)) {
     std::ostringstream largest;
     largest << kLargestRealSetting;
     outOfRange(source, expected, largest.str());
