@@ -232,8 +232,19 @@ TEST(LivenessMonitor, TwoWatchersPerRankAndTheRestLearnFromTheFailureRecord) {
     for (int w : runtime::LivenessMonitor::watchedBy(r, kSize))
       expected.insert(runtime::LivenessMonitor::key(w));
     EXPECT_EQ(expected.size(), 4u);
+    // A watcher that finds rank 5 silent records it once, for the elastic driver.
+    if (silent_seen.count(r) > 0) expected.insert(runtime::LivenessMonitor::silentKey(kSilent));
     for (const auto& [key, n] : stores[static_cast<size_t>(r)]->counts())
       EXPECT_TRUE(expected.count(key)) << "rank " << r << " read " << key << " " << n << " times";
+  }
+  // The structured finding: which rank is silent, and a watcher that found it.
+  Bytes reporter;
+  ASSERT_TRUE(inner->tryGet(runtime::LivenessMonitor::silentKey(kSilent), &reporter));
+  const int by = std::stoi(std::string(reporter.begin(), reporter.end()));
+  EXPECT_TRUE(silent_seen.count(by) > 0) << "recorded by rank " << by;
+  for (int r = 0; r < kSize; ++r) {
+    if (r == kSilent) continue;
+    EXPECT_FALSE(inner->tryGet(runtime::LivenessMonitor::silentKey(r), &reporter)) << r;
   }
   EXPECT_EQ(runtime::LivenessMonitor::watchedBy(4, kSize), (std::vector<int>{5, 6}));
   EXPECT_EQ(runtime::LivenessMonitor::watchedBy(7, kSize), (std::vector<int>{0, 1}));

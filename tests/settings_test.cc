@@ -163,7 +163,6 @@ TEST(SettingsTest, MalformedValuesNameTheVariableRead) {
   const std::map<std::string, std::string> bad[] = {
       {{"RONDE_RANK", "x"}},
       {{"RONDE_SIZE", "-2"}},
-      {{"RONDE_RANK", "99999999999"}},  // out of int range
       {{"HOROVOD_TIMEOUT_SECONDS", "-1"}},
       {{"RONDE_START_TIMEOUT", "soon"}},
       {{"RONDE_CYCLE_TIME", "nan"}},
@@ -182,6 +181,36 @@ TEST(SettingsTest, MalformedValuesNameTheVariableRead) {
     EXPECT_EQ(message.rfind(variable + "='" + env.begin()->second + "' is not ", 0), 0u)
         << variable << ": '" << message << "'";
   }
+}
+
+// Every real setting becomes an integer somewhere (a timeout in milliseconds or in the
+// clock's nanoseconds): a value that would overflow it is refused with the range, instead of
+// wrapping around into a negative or zero timeout.
+TEST(SettingsTest, OutOfRangeValuesSayTheRange) {
+  EXPECT_EQ(configError({{"RONDE_START_TIMEOUT", "1e30"}}),
+            "RONDE_START_TIMEOUT='1e30' is out of range: expected a number of seconds >= 0, at "
+            "most 1e+09");
+  EXPECT_EQ(configError({{"HOROVOD_CYCLE_TIME", "1e400"}}),
+            "HOROVOD_CYCLE_TIME='1e400' is out of range: expected a number of milliseconds >= "
+            "0, at most 1e+09");
+  EXPECT_EQ(configError({{"RONDE_RANK", "99999999999"}}),
+            "RONDE_RANK='99999999999' is out of range: expected a rank (an integer >= 0), at "
+            "most 2147483647");
+  EXPECT_EQ(configError({{"RONDE_FUSION_THRESHOLD", "99999999999999999999"}}),
+            "RONDE_FUSION_THRESHOLD='99999999999999999999' is out of range: expected an integer "
+            "number of bytes, at most 9223372036854775807");
+  // Too small for a double is no overflow (and, as before, no valid value either).
+  EXPECT_EQ(configError({{"RONDE_START_TIMEOUT", "1e-400"}}),
+            "RONDE_START_TIMEOUT='1e-400' is not a number of seconds >= 0");
+  // Below the range is not a number of the kind at all.
+  EXPECT_EQ(configError({{"RONDE_RANK", "-99999999999"}}),
+            "RONDE_RANK='-99999999999' is not a rank (an integer >= 0)");
+  // The bound itself is valid, and read exactly.
+  EXPECT_DOUBLE_EQ(read({{"RONDE_ELASTIC_TIMEOUT_SECONDS", "1e9"}}).elastic_timeout_seconds,
+                   kLargestRealSetting);
+  EXPECT_EQ(configError({{"RONDE_ELASTIC_TIMEOUT_SECONDS", "1000000001"}}),
+            "RONDE_ELASTIC_TIMEOUT_SECONDS='1000000001' is out of range: expected a number of "
+            "seconds >= 0, at most 1e+09");
 }
 
 TEST(SettingsTest, AutotuneKnobsUseHorovodsNamesAndDefaults) {

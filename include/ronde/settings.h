@@ -31,6 +31,13 @@ enum class ShmAllreduce { kAuto, kDirect, kStaged };
 // compiled where available, else Python.
 enum class TensorflowOps { kAuto, kCompiled, kPython };
 
+// The largest value any real-valued setting (seconds, milliseconds, ...) or launcher flag of
+// time takes: 1e9 s is about 31 years. Each becomes an integer somewhere (a std::chrono
+// duration in nanoseconds overflows int64 past 9.2e9 s, and a deadline adds the clock's
+// current time to it), so a larger value is refused where it is read, with this bound named,
+// rather than wrapped around into a negative timeout.
+inline constexpr double kLargestRealSetting = 1e9;
+
 struct Settings {
   // Identity, handed to each worker by `ronde run`, mpirun or srun (-1: unknown).
   int rank = -1;

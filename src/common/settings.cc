@@ -200,11 +200,23 @@ struct Source {
   throw makeError(ErrorCode::kConfig, source.variable, "='", source.value, "' is not ", expected);
 }
 
+// A number of the right form whose value lies outside what the setting can hold: said as
+// such, with the range, rather than as a malformed value.
+[[noreturn]] void outOfRange(const Source& source, const std::string& expected,
+                             const std::string& largest) {
+  throw makeError(ErrorCode::kConfig, source.variable, "='", source.value,
+                  "' is out of range: expected ", expected, ", at most ", largest);
+}
+
 template <class Int>
 Int parseInteger(const Source& source, const char* expected, int64_t minimum) {
   const std::string text = trim(source.value);
   Int parsed{};
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+  if (error == std::errc::result_out_of_range && end == text.data() + text.size() &&
+      text[0] != '-') {
+    outOfRange(source, expected, std::to_string(std::numeric_limits<Int>::max()));
+  }
   if (error != std::errc() || end != text.data() + text.size() ||
       static_cast<int64_t>(parsed) < minimum) {
     malformed(source, expected);
@@ -216,8 +228,17 @@ double parseReal(const Source& source, const char* expected) {
   const std::string text = trim(source.value);
   double parsed = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(parsed) ||
-      parsed < 0) {
+  const bool whole = end == text.data() + text.size();
+  // from_chars says out of range for a value beyond a double ("1e400") as for one too small
+  // ("1e-400", malformed as before); strtod tells them apart (infinity for the first).
+  const bool too_large = error == std::errc::result_out_of_range &&
+                         std::isinf(std::strtod(text.c_str(), nullptr)) && text[0] != '-';
+  if (whole && ((error == std::errc() && parsed > kLargestRealSetting) || too_large)) {
+    std::ostringstream largest;
+    largest << kLargestRealSetting;
+    outOfRange(source, expected, largest.str());
+  }
+  if (error != std::errc() || !whole || !std::isfinite(parsed) || parsed < 0) {
     malformed(source, expected);
   }
   return parsed;

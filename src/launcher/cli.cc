@@ -38,27 +38,40 @@ std::string formatNumber(double value) {
   return out.str();
 }
 
-// Range checks whose message says the bound, not "[0 - 1.79769e+308]".
-CLI::Validator atLeast(double bound) {
+// The most MiB --fusion-threshold-mb takes: the bytes it becomes must fit the int64 of
+// RONDE_FUSION_THRESHOLD (2^63 - 1 bytes is just under 2^43 MiB).
+constexpr double kLargestFusionMiB = 8796093022207.0;  // 2^43 - 1
+
+// Range checks whose message says the bounds, not "[0 - 1.79769e+308]". Every number flag
+// becomes an integer somewhere (bytes, a timeout in the clock's nanoseconds), so each has a
+// largest value too, checked here before anything converts it: by default the one every
+// real-valued setting has (kLargestRealSetting), so the launcher refuses what the workers
+// would.
+std::string checkRange(const std::string& text, double value, double largest) {
+  if (!(value <= largest)) return "must be at most " + formatNumber(largest) + ", not " + text;
+  return "";
+}
+
+CLI::Validator atLeast(double bound, double largest = kLargestRealSetting) {
   return CLI::Validator(
-      [bound](std::string& text) -> std::string {
+      [bound, largest](std::string& text) -> std::string {
         double value = 0;
         if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
         if (!(value >= bound)) return "must be at least " + formatNumber(bound) + ", not " + text;
-        return "";
+        return checkRange(text, value, largest);
       },
-      "NUMBER>=" + formatNumber(bound));
+      "NUMBER in [" + formatNumber(bound) + ", " + formatNumber(largest) + "]");
 }
 
-CLI::Validator above(double bound) {
+CLI::Validator above(double bound, double largest = kLargestRealSetting) {
   return CLI::Validator(
-      [bound](std::string& text) -> std::string {
+      [bound, largest](std::string& text) -> std::string {
         double value = 0;
         if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
         if (!(value > bound)) return "must be more than " + formatNumber(bound) + ", not " + text;
-        return "";
+        return checkRange(text, value, largest);
       },
-      "NUMBER>" + formatNumber(bound));
+      "NUMBER in (" + formatNumber(bound) + ", " + formatNumber(largest) + "]");
 }
 
 std::string byDefault(const std::string& text) { return " (default " + text + ")"; }
@@ -76,12 +89,12 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
   run->add_option_function<double>(
          "--fusion-threshold-mb",
          [env, name = variable("FUSION_THRESHOLD")](double mb) {
-           setVariable(env, name,
-                       std::to_string(static_cast<int64_t>(std::llround(mb * 1024 * 1024))));
+           // In range (the check below ran first): mb * 2^20 <= 2^63 - 2^20, exact in a double.
+           setVariable(env, name, std::to_string(std::llround(mb * 1024 * 1024)));
          },
          "Tensor fusion buffer size in MiB; 0 disables fusion" +
              byDefault(static_cast<double>(defaults.fusion_threshold_bytes) / (1024 * 1024)))
-      ->check(atLeast(0))
+      ->check(atLeast(0, kLargestFusionMiB))
       ->group("Tuning");
   run->add_option_function<double>(
          "--cycle-time-ms",

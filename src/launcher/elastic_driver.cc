@@ -25,6 +25,7 @@
 #include "launcher/ssh.h"
 #include "launcher/worker_env.h"
 #include "rendezvous/elastic_assignment.h"
+#include "runtime/liveness_monitor.h"
 #include "ronde/errors.h"
 #include "ronde/store.h"
 
@@ -78,7 +79,11 @@ class ElasticDriver {
   void onDiscovery(const DiscoveryResult& result);
   void maybeStartDiscovery();
   void reap();
+  // Keeps `host` from new workers for a cooldown drawn from --blacklist-cooldown-range, or
+  // for good; returns how long, as the report says it.
+  std::string blacklist(const std::string& host);
   void checkResetRequests();
+  void removeSilentWorkers();
   void reform();
   void publish(const std::vector<Worker*>& world);
   bool spawn(Worker& worker);
@@ -289,6 +294,23 @@ size_t ElasticDriver::liveCount() const {
   return live;
 }
 
+std::string ElasticDriver::blacklist(const std::string& host) {
+  // The host is suspect: it leaves the job for the cooldown (or for good).
+  Clock::time_point until = Clock::time_point::max();
+  std::string pause = "for the rest of the job";
+  if (elastic_.cooldown_given) {
+    std::uniform_real_distribution<double> draw(elastic_.cooldown_low_seconds,
+                                                elastic_.cooldown_high_seconds);
+    double s = draw(random_);
+    until = Clock::now() + seconds(s);
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.1f", s);
+    pause = std::string("for ") + text + " s";
+  }
+  blacklist_[host] = until;
+  return pause;
+}
+
 void ElasticDriver::reap() {
   for (auto& owned : workers_) {
     Worker& worker = *owned;
@@ -313,19 +335,7 @@ void ElasticDriver::reap() {
       exit_code_ = exitCodeForWaitStatus(status);
       continue;
     }
-    // The host is suspect: it leaves the job for the cooldown (or for good).
-    Clock::time_point until = Clock::time_point::max();
-    std::string pause = "for the rest of the job";
-    if (elastic_.cooldown_given) {
-      std::uniform_real_distribution<double> draw(elastic_.cooldown_low_seconds,
-                                                  elastic_.cooldown_high_seconds);
-      double s = draw(random_);
-      until = Clock::now() + seconds(s);
-      char text[32];
-      std::snprintf(text, sizeof(text), "%.1f", s);
-      pause = std::string("for ") + text + " s";
-    }
-    blacklist_[worker.host] = until;
+    const std::string pause = blacklist(worker.host);
     // Its other workers stay (survivors keep their processes); no new one starts there.
     report(who, " ", describeWaitStatus(status), "; host ", worker.host, " blacklisted ", pause,
            ", re-forming the world without it");
@@ -341,6 +351,38 @@ void ElasticDriver::checkResetRequests() {
   }
 }
 
+// A stopped (SIGSTOP) or wedged worker neither exits nor closes its sockets: only its
+// heartbeat stops. Its peers' liveness monitors find it and record which rank it is
+// (LivenessMonitor::silentKey, in the generation's world store) before they abort and ask for
+// a new world. Without acting on that the driver would re-form with the silent worker in the
+// world, and the others would wait the start timeout for it, generation after generation. So
+// it is treated as a worker that failed: its host is blacklisted and the process killed
+// (SIGKILL: a stopped process cannot act on SIGTERM).
+void ElasticDriver::removeSilentWorkers() {
+  if (generation_ == 0) return;
+  for (auto& owned : workers_) {
+    Worker& worker = *owned;
+    if (!worker.child || worker.child->exited() || worker.stopping || worker.rank < 0 ||
+        !std::binary_search(current_world_.begin(), current_world_.end(), worker.id)) {
+      continue;
+    }
+    Bytes reporter;
+    const std::string key = elasticWorldPrefix(generation_) + "/" +
+                            runtime::LivenessMonitor::silentKey(worker.rank);
+    if (!store_->tryGet(key, &reporter)) continue;
+    const std::string pause = blacklist(worker.host);
+    report("worker ", idOf(worker), " (rank ", worker.rank, ") on host ", worker.host,
+           " stopped answering (its heartbeat, noticed by rank ",
+           std::string(reporter.begin(), reporter.end()), " of generation ", generation_,
+           "); host ", worker.host, " blacklisted ", pause,
+           ", killing the worker and re-forming the world without it");
+    worker.stopping = true;
+    worker.kill_at = Clock::now();
+    if (worker.remote) worker.child->closeStdin();  // the remote wrapper kills it there
+    worker.child->signalGroup(SIGKILL);
+  }
+}
+
 void ElasticDriver::reform() {
   if (!discovered_) {
     if (Clock::now() - started_at_ > seconds(elastic_.elastic_timeout_seconds)) {
@@ -350,6 +392,7 @@ void ElasticDriver::reform() {
     }
     return;
   }
+  removeSilentWorkers();
   const int min_np = elastic_.min_np > 0 ? elastic_.min_np : options_.num_ranks;
   const size_t max_np = elastic_.max_np > 0 ? static_cast<size_t>(elastic_.max_np) : SIZE_MAX;
 

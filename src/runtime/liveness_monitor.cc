@@ -47,6 +47,10 @@ LivenessMonitor::Clock::duration LivenessMonitor::intervalFor(double timeout_sec
 
 std::string LivenessMonitor::key(int rank) { return "liveness/" + std::to_string(rank); }
 
+std::string LivenessMonitor::silentKey(int rank) {
+  return "liveness/silent/" + std::to_string(rank);
+}
+
 std::vector<int> LivenessMonitor::watchedBy(int rank, int size) {
   std::vector<int> watched;
   for (int i = 1; i <= std::min(kWatched, size - 1); ++i) watched.push_back((rank + i) % size);
@@ -97,8 +101,16 @@ void LivenessMonitor::round() {
     }
     // Both reads succeeded, `timeout` apart, and the counter stood still between them.
     if (now - peer.moved_at >= timeout_) {
-      if (claimReport())
+      if (claimReport()) {
+        // The store answered this round, so this costs one quick request. Best effort: the
+        // report to the peers below matters more than this note.
+        try {
+          store_->setString(silentKey(peer.rank), std::to_string(rank_));
+        } catch (const Error& e) {
+          log(LogLevel::kDebug, "could not record rank ", peer.rank, " as silent: ", e.what());
+        }
         on_silent_(peer.rank, std::chrono::duration<double>(now - peer.moved_at).count(), [] {});
+      }
       return;
     }
   }

@@ -87,6 +87,10 @@ class LivenessMonitor {
   static Clock::duration intervalFor(double timeout_seconds);
   // The store key holding `rank`'s heartbeat counter.
   static std::string key(int rank);
+  // The store key where a watcher that found `rank` silent names itself (its rank), before it
+  // reports it: a structured finding for whoever serves the store and can act on the process
+  // (the elastic driver kills a stopped worker; the failure record's text is for people).
+  static std::string silentKey(int rank);
   // The ranks `rank` watches in a job of `size`.
   static std::vector<int> watchedBy(int rank, int size);
 

@@ -111,6 +111,57 @@ TEST(CliDefaults, BadFlagsAreInvalidArgument) {
   }
 }
 
+std::string flagError(const std::vector<std::string>& flags) {
+  try {
+    workerSettingsFromFlags(flags);
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument) << error.what();
+    return error.what();
+  }
+  ADD_FAILURE() << flags[0] << " " << flags[1] << " was accepted";
+  return "";
+}
+
+// --fusion-threshold-mb 1e30 used to set RONDE_FUSION_THRESHOLD='-9223372036854775808' (llround
+// of a value beyond int64). Every flag whose number becomes an integer (bytes, a timeout in
+// the clock's nanoseconds) refuses what would not fit, naming the flag and its largest value.
+TEST(CliDefaults, NumbersBeyondTheirIntegerAreRefusedByName) {
+  std::string message = flagError({"--fusion-threshold-mb", "1e30"});
+  EXPECT_NE(message.find("--fusion-threshold-mb"), std::string::npos) << message;
+  EXPECT_NE(message.find("must be at most 8796093022207, not 1e30"), std::string::npos)
+      << message;
+  // The largest accepted value still fits: 2^63 - 2^20 bytes, not a wrapped negative.
+  auto settings = workerSettingsFromFlags({"--fusion-threshold-mb", "8796093022207"});
+  ASSERT_EQ(settings.size(), 1u);
+  EXPECT_EQ(settings[0].second, "9223372036853727232");
+  message = flagError({"--fusion-threshold-mb", "8796093022208"});
+  EXPECT_NE(message.find("must be at most 8796093022207, not 8796093022208"), std::string::npos)
+      << message;
+  for (const char* flag :
+       {"--cycle-time-ms", "--stall-check-warning-time-seconds",
+        "--stall-check-shutdown-time-seconds", "--liveness-timeout-seconds", "--start-timeout",
+        "--grace-period", "--elastic-timeout", "--host-discovery-timeout"}) {
+    for (const char* value : {"1e30", "inf", "1000000001"}) {
+      message = flagError({flag, value});
+      EXPECT_NE(message.find(flag), std::string::npos) << message;
+      EXPECT_NE(message.find(std::string("must be at most 1000000000, not ") + value),
+                std::string::npos)
+          << message;
+    }
+    // The bound itself is accepted (it is what the workers' settings accept too).
+    EXPECT_NO_THROW(workerSettingsFromFlags({flag, "1e9"})) << flag;
+  }
+  message = flagError({"--blacklist-cooldown-range", "1", "1e30"});
+  EXPECT_NE(message.find("--blacklist-cooldown-range"), std::string::npos) << message;
+  EXPECT_NE(message.find("must be at most 1000000000, not 1e30"), std::string::npos) << message;
+  // What a flag sets, the workers read back within their own range.
+  settings = workerSettingsFromFlags({"--liveness-timeout-seconds", "1e9"});
+  const Settings read = Settings::fromLookup([&](const std::string& name) -> const char* {
+    return name == settings[0].first ? settings[0].second.c_str() : nullptr;
+  });
+  EXPECT_DOUBLE_EQ(read.liveness_timeout_seconds, kLargestRealSetting);
+}
+
 TEST(CliDefaults, ANameOutsideTheTableIsABug) {
   EXPECT_EQ(Settings::variableName("CYCLE_TIME"), "RONDE_CYCLE_TIME");
   EXPECT_EQ(Settings::defaultText("CACHE_CAPACITY"), "1024");

@@ -226,6 +226,15 @@ BAD_INPUT = [
     (["-np", "2", "--start-timeout", "0", "touch", "{marker}"],
      "--start-timeout: must be more than 0, not 0"),
     (["-np", "2", "--bind-to", "elbow", "touch", "{marker}"], "--bind-to"),
+    # Numbers that would not fit the integer they become: refused, not wrapped around
+    # (--fusion-threshold-mb 1e30 set RONDE_FUSION_THRESHOLD='-9223372036854775808').
+    (["-np", "2", "--fusion-threshold-mb", "1e30", "touch", "{marker}"],
+     "--fusion-threshold-mb: must be at most 8796093022207, not 1e30"),
+    (["-np", "2", "--grace-period", "1e30", "touch", "{marker}"],
+     "--grace-period: must be at most 1000000000, not 1e30"),
+    (["-np", "2", "-x", "RONDE_START_TIMEOUT=1e30", "touch", "{marker}"],
+     "ronde run: RONDE_START_TIMEOUT='1e30' is out of range: expected a number of seconds >= 0,"
+     " at most 1e+09"),
 ]
 
 
