@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ronde/errors.h"
+#include "ronde/settings.h"
 #include "ronde/store.h"
 
 namespace ronde::python {
@@ -40,7 +41,16 @@ Bytes fromBytes(const py::bytes& value) {
   return Bytes(text.begin(), text.end());
 }
 
-Duration toDuration(double seconds) { return Duration(static_cast<int64_t>(seconds * 1000)); }
+// Checked before the conversion: 1e30 s would wrap to a negative count of milliseconds and fail
+// every wait at once. The bound is the settings' (about 31 years).
+Duration toDuration(double seconds) {
+  if (!(seconds >= 0 && seconds <= kLargestRealSetting)) {
+    throw makeError(ErrorCode::kInvalidArgument, "a timeout of ", seconds,
+                    " s is out of range: expected a number of seconds >= 0, at most ",
+                    kLargestRealSetting);
+  }
+  return Duration(static_cast<int64_t>(seconds * 1000));
+}
 
 }  // namespace
 
