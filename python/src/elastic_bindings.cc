@@ -9,6 +9,7 @@
 #include <string>
 
 #include "rendezvous/elastic_assignment.h"
+#include "runtime/liveness_monitor.h"
 #include "ronde/elastic.h"
 
 namespace ronde::python {
@@ -32,6 +33,14 @@ void registerElastic(pybind11::module_& module) {
              py::arg("worker_id"), "The store key of a worker's place in generation G.");
   module.def("elastic_reset_request_key", &elasticResetRequestKey, py::arg("generation"),
              "The store key where workers of generation G ask for a new world.");
+  module.def(
+      "elastic_silent_key",
+      [](int64_t generation, int rank) {
+        return elasticWorldPrefix(generation) + "/" + runtime::LivenessMonitor::silentKey(rank);
+      },
+      py::arg("generation"), py::arg("rank"),
+      "The store key where the liveness monitors of generation G record that `rank` stopped "
+      "answering (a stopped or wedged worker: it neither exits nor closes its sockets).");
   module.def(
       "format_elastic_assignment",
       [](int rank, int size, int local_rank, int local_size, int cross_rank, int cross_size,

@@ -187,6 +187,76 @@ def test_training_shrinks_when_a_node_goes_and_grows_when_one_comes(ray_cluster,
     assert results[0]["accuracy"] > 0.85
 
 
+def test_a_stopped_worker_is_killed_and_the_others_go_on(ray_cluster, tmp_path):
+    """A SIGSTOPped worker: Ray still sees its actor alive; its peer's liveness monitor records
+    it silent, and the driver kills it and re-forms without its node (before: every new world
+    waited for it)."""
+    import signal
+    log_path, finish_path = str(tmp_path / "log"), str(tmp_path / "finish")
+    executor = ElasticRayExecutor(
+        ElasticRayExecutor.create_settings(timeout_s=60, elastic_timeout_s=60, reset_grace_s=3,
+                                           env={"RONDE_LIVENESS_TIMEOUT_SECONDS": "3"},
+                                           verbose=0),
+        min_workers=1, max_workers=2, cpus_per_worker=1)
+    executor.start()
+    outcome = {}
+
+    def drive():
+        try:
+            outcome["results"] = executor.run(elastic_train,
+                                              args=(digits_path(), log_path, finish_path, 3000))
+        except BaseException as error:  # noqa: BLE001 - reported by the test thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+
+    def failed():
+        return outcome.get("error") or (not thread.is_alive() and "run returned early")
+
+    def commits(size, after=0):
+        return [e for e in read_log(log_path)[after:] if e[0] == "commit" and e[4] == size]
+
+    stopped_pid = None
+    try:
+        wait_for("commits of two workers", lambda: len(commits(2)) >= 3, failed)
+        running = {w["rank"]: w for w in executor.workers() if w["state"] == "running"}
+        victim, survivor = running[1], running[0]
+        stopped_pid = [e[1] for e in read_log(log_path) if e[2] == victim["id"]][-1]
+        mark = len(read_log(log_path))
+        os.kill(stopped_pid, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        wait_for("commits of the survivor alone", lambda: len(commits(1, mark)) >= 2, failed)
+        print("stop -> survivor's second commit alone: %.1f s" % (time.monotonic() - stopped_at))
+        # The driver killed the stopped process (while the run goes on, not at its end).
+        wait_for("the stopped worker's end", lambda: process_ended(stopped_pid), failed,
+                 timeout=20)
+        with open(finish_path, "w"):
+            pass
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the run did not end after the finish flag"
+    finally:
+        if thread.is_alive():
+            executor.shutdown()
+            thread.join(timeout=30)
+        executor.shutdown()
+        if stopped_pid is not None and not process_ended(stopped_pid):
+            os.kill(stopped_pid, signal.SIGKILL)  # a failed test leaves no stopped process
+    assert "error" not in outcome, outcome.get("error")
+    results = outcome["results"]
+    assert [(r["rank"], r["size"], r["worker"]) for r in results] == [(0, 1, survivor["id"])]
+    assert [len(ids) for ids in executor.generations()] == [2, 1]
+
+
+def process_ended(pid):
+    """Whether `pid` is gone or a zombie (killed, not yet reaped by its parent)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def test_bad_arguments_are_refused_with_a_clear_error():
     with pytest.raises(ValueError, match="min_workers must be a positive integer"):
         ElasticRayExecutor(min_workers=0)
@@ -203,6 +273,7 @@ def test_assignments_are_written_in_the_format_the_workers_parse():
     assert _core.ELASTIC_GENERATION_KEY == "elastic/generation"
     assert _core.elastic_assignment_key(3, "r7") == "elastic/gen/3/assign/r7"
     assert _core.elastic_reset_request_key(3) == "elastic/reset_request/3"
+    assert _core.elastic_silent_key(3, 1) == "elastic/gen/3/world/liveness/silent/1"
     assert _core.format_elastic_assignment(1, 2, 0, 1, 1, 2, "10.0.0.2/ray-ab") == \
         "1 2 0 1 1 2 10.0.0.2/ray-ab"
     with pytest.raises(_core.RondeError, match="not an elastic assignment"):

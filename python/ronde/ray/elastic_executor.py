@@ -53,6 +53,7 @@ class _ElasticWorker:
         self.ref = None
         self.rank = -1          # in the newest generation; -1: not placed yet
         self.stopping = False   # stopped by the driver: its end is no failure
+        self.silent_reporter = None  # the rank that found it silent (a stopped worker)
         self.done = False
         self.result = None
 
@@ -251,6 +252,17 @@ class ElasticRayExecutor:
             if not reform and self._generation > 0:
                 key = _core.elastic_reset_request_key(self._generation)
                 if self._store.try_get(key) is not None:
+                    # A stopped (SIGSTOP) or wedged worker: Ray sees its actor alive, only its
+                    # heartbeat stopped. Its peers recorded it; killed and its node left out,
+                    # it is a lost worker, or the next world would wait for it again.
+                    for worker in self._silent_workers(_core):
+                        self._log("worker %s (rank %d) on node %s stopped answering (noticed by "
+                                  "rank %s); killing it and re-forming without its node"
+                                  % (worker.id, worker.rank, worker.node_ip,
+                                     worker.silent_reporter))
+                        self._stop(worker)
+                        blacklist.add(worker.node_id)
+                        reform = True
                     # A worker lost a peer; give Ray a moment to say which, so that the next
                     # world does not include a dead worker.
                     if reset_seen_at is None:
@@ -292,6 +304,19 @@ class ElasticRayExecutor:
                 time.sleep(0.05)
         return [w.result for w in sorted((w for w in self._workers if w.done),
                                          key=lambda w: w.rank)]
+
+    def _silent_workers(self, core):
+        """The live workers of the newest generation that a peer recorded as silent."""
+        silent = []
+        for worker in self._live():
+            if worker.rank < 0:
+                continue
+            reporter = self._store.try_get(core.elastic_silent_key(self._generation,
+                                                                   worker.rank))
+            if reporter is not None:
+                worker.silent_reporter = reporter.decode(errors="replace")
+                silent.append(worker)
+        return silent
 
     def _reap(self, ray):
         """Collects the workers whose task ended: returns those that died (actor or node
