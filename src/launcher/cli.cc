@@ -19,6 +19,7 @@ const std::map<std::string, std::string>& singleDashSpellings() {
       {"-np", "--num-proc"},
       {"-hostfile", "--hostfile"},
       {"-prefix-timestamp", "--prefix-output-with-timestamp"},
+      {"-cb", "--check-build"},
   };
   return spellings;
 }
@@ -398,6 +399,12 @@ int runCommandLine(const std::vector<std::string>& args) {
   CLI::App* run = app.add_subcommand(
       "run", "Start a job: ronde run -np N [-H host:slots,...] [options] COMMAND [ARGS...]");
   addRunOptions(run, &options);
+  // horovodrun's -v/--version and -cb/--check-build: the version, or what this build has,
+  // instead of a job (no -np or command needed).
+  run->set_version_flag("-v,--version", std::string("ronde ") + RONDE_LAUNCHER_VERSION);
+  bool run_check_build = false;
+  run->add_flag("--check-build", run_check_build,
+                "Print what this build has (as `ronde check-build`) and exit (also -cb)");
   run->footer(
       "The command is the first word that is not an option; put -- before it if it starts "
       "with a dash.");
@@ -427,6 +434,7 @@ int runCommandLine(const std::vector<std::string>& args) {
     int code = app.exit(error);
     return code == 0 ? 0 : 2;
   }
+  if (run->parsed() && run_check_build) return checkBuild(false, python);
   if (run->parsed()) {
     options.command = split.command;
     return runJob(options);

@@ -361,3 +361,20 @@ def test_check_build_settings():
     result = run(["check-build", "--settings"], timeout=30)
     assert result.returncode == 0, result.stderr
     assert "Settings" in result.stdout
+
+
+@pytest.mark.parametrize("flag", ["-v", "--version"])
+def test_run_prints_its_version_as_horovodrun_does(flag):
+    result = run(["run", flag])
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"ronde \d+\.\d+\.\d+\n", result.stdout)
+
+
+@pytest.mark.parametrize("flags", [["-cb"], ["--check-build"], ["-np", "2", "-cb"]])
+def test_run_check_build_prints_what_check_build_prints(flags):
+    alone = run(["check-build"])
+    result = run(["run"] + flags)
+    assert result.returncode == 0, result.stderr
+    # Horovod's layout: [X] / [ ] lines; the same content as `ronde check-build`.
+    assert "[X] native" in result.stdout and "[X] shm" in result.stdout
+    assert result.stdout == alone.stdout
