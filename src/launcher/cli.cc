@@ -143,6 +143,34 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          "--autotune", [env, name = variable("AUTOTUNE")] { setVariable(env, name, "1"); },
          "Tune fusion and cycle time while training runs")
       ->group("Tuning");
+  run->add_flag_callback(
+         "--no-autotune", [env, name = variable("AUTOTUNE")] { setVariable(env, name, "0"); },
+         "Do not tune (the default)")
+      ->group("Tuning");
+  // horovodrun's autotuning knobs, each the worker setting of the same name.
+  auto autotune_count = [&](const char* flag, const char* setting, int least, const char* what) {
+    run->add_option_function<int>(
+           flag,
+           [env, name = variable(setting)](int n) { setVariable(env, name, std::to_string(n)); },
+           std::string(what) + tableDefault(setting))
+        ->check(CLI::Range(least, 1000000))
+        ->group("Tuning");
+  };
+  autotune_count("--autotune-warmup-samples", "AUTOTUNE_WARMUP_SAMPLES", 0,
+                 "Autotuning: samples discarded first (warm-up)");
+  autotune_count("--autotune-steps-per-sample", "AUTOTUNE_STEPS_PER_SAMPLE", 1,
+                 "Autotuning: cycles measured per sample");
+  autotune_count("--autotune-bayes-opt-max-samples", "AUTOTUNE_BAYES_OPT_MAX_SAMPLES", 1,
+                 "Autotuning: most samples of the Bayesian optimisation");
+  run->add_option_function<double>(
+         "--autotune-gaussian-process-noise",
+         [env, name = variable("AUTOTUNE_GAUSSIAN_PROCESS_NOISE")](double noise) {
+           setVariable(env, name, formatNumber(noise));
+         },
+         "Autotuning: noise of the Gaussian process (a regularisation)" +
+             tableDefault("AUTOTUNE_GAUSSIAN_PROCESS_NOISE"))
+      ->check(above(0))
+      ->group("Tuning");
   run->add_option_function<std::string>(
          "--autotune-log-file",
          [env, name = variable("AUTOTUNE_LOG")](const std::string& path) {
@@ -163,9 +191,19 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          "Mark fusion cycles on the timeline")
       ->group("Timeline");
   run->add_flag_callback(
+         "--no-timeline-mark-cycles",
+         [env, name = variable("TIMELINE_MARK_CYCLES")] { setVariable(env, name, "0"); },
+         "Do not mark fusion cycles (the default)")
+      ->group("Timeline");
+  run->add_flag_callback(
          "--no-stall-check",
          [env, name = variable("STALL_CHECK_DISABLE")] { setVariable(env, name, "1"); },
          "Do not warn about ranks that stall")
+      ->group("Stall check");
+  run->add_flag_callback(
+         "--stall-check",
+         [env, name = variable("STALL_CHECK_DISABLE")] { setVariable(env, name, "0"); },
+         "Warn about ranks that stall (the default)")
       ->group("Stall check");
   run->add_option_function<double>(
          "--stall-check-warning-time-seconds",
@@ -270,11 +308,11 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
                   "Elastic job: executable printing the usable hosts, one 'host' or "
                   "'host:slots' per line; run every second")
       ->group("Elastic");
-  run->add_option("--min-np", elastic->min_np,
+  run->add_option("--min-np,--min-num-proc", elastic->min_np,
                   "Elastic: fewest workers to train with (default -np)")
       ->check(CLI::PositiveNumber)
       ->group("Elastic");
-  run->add_option("--max-np", elastic->max_np, "Elastic: most workers (default: no limit)")
+  run->add_option("--max-np,--max-num-proc", elastic->max_np, "Elastic: most workers (default: no limit)")
       ->check(CLI::PositiveNumber)
       ->group("Elastic");
   run->add_option("--slots-per-host", elastic->slots_per_host,

@@ -172,6 +172,45 @@ def test_tuning_flags_become_settings():
     assert "RONDE_INTERFACE" not in env
 
 
+def test_horovodruns_autotune_timeline_and_stall_flags_become_settings():
+    result = run(["run", "-np", "1", "--autotune", "--autotune-warmup-samples", "0",
+                  "--autotune-steps-per-sample", "7", "--autotune-bayes-opt-max-samples", "9",
+                  "--autotune-gaussian-process-noise", "0.25", "--no-timeline-mark-cycles",
+                  "--stall-check", "sh", "-c", "env | grep ^RONDE_ | sort"])
+    assert result.returncode == 0, result.stderr
+    env = dict(line.split("=", 1) for line in rank_lines(result.stdout)[0])
+    assert env["RONDE_AUTOTUNE"] == "1"
+    assert env["RONDE_AUTOTUNE_WARMUP_SAMPLES"] == "0"
+    assert env["RONDE_AUTOTUNE_STEPS_PER_SAMPLE"] == "7"
+    assert env["RONDE_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"] == "9"
+    assert env["RONDE_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"] == "0.25"
+    assert env["RONDE_TIMELINE_MARK_CYCLES"] == "0"
+    assert env["RONDE_STALL_CHECK_DISABLE"] == "0"
+    off = run(["run", "-np", "1", "--no-autotune", "sh", "-c", "env | grep ^RONDE_AUTOTUNE="])
+    assert rank_lines(off.stdout)[0] == ["RONDE_AUTOTUNE=0"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--autotune-steps-per-sample", "0"], "autotune-steps-per-sample"),
+    (["--autotune-gaussian-process-noise", "0"], "autotune-gaussian-process-noise"),
+    (["--autotune-warmup-samples", "-1"], "autotune-warmup-samples"),
+])
+def test_bad_autotune_values_are_refused_by_name(flags, message):
+    result = run(["run", "-np", "1"] + flags + ["true"])
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
+def test_min_and_max_num_proc_are_the_elastic_bounds(tmp_path):
+    script = tmp_path / "hosts.sh"
+    script.write_text("#!/bin/sh\necho localhost:2\n")
+    script.chmod(0o755)
+    result = run(["run", "-np", "1", "--min-num-proc", "1", "--max-num-proc", "1",
+                  "--host-discovery-script", str(script), "sh", "-c", "echo $RONDE_ELASTIC"])
+    assert result.returncode == 0, result.stderr
+    # --max-num-proc 1 held the world to one worker though the host offers two slots.
+    assert list(rank_lines(result.stdout)) == [0]
+
+
 def test_env_flag_passes_variables():
     result = run(["run", "-np", "2", "-x", "FROM_HERE", "-x", "GIVEN=a b", "--env", "OTHER=1",
                   "sh", "-c", 'echo "$FROM_HERE|$GIVEN|$OTHER"'],
