@@ -346,8 +346,10 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
                       byDefault(defaults.elastic.discovery_timeout_seconds))
       ->check(above(0))
       ->group("Elastic");
-  run->add_flag("--disable-cache,--gloo")
-      ->description("Accepted for horovodrun compatibility; no effect")
+  // horovodrun caches its host checks for 60 minutes unless --disable-cache; ronde keeps no
+  // cache, so its checks run every time, which is what the flag asks for.
+  run->add_flag("--disable-cache")
+      ->description("Run the host checks every time (ronde always does)")
       ->group("");
   run->add_flag_callback(
       "--tcp",
@@ -355,6 +357,40 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
         setVariable(&options->settings, name, "tcp");
       },
       "Move data over TCP only, also between ranks of one host");
+  // horovodrun's controller choice: Gloo's role is ronde's own backend.
+  run->add_flag_callback(
+      "--gloo",
+      [options, name = Settings::variableName("CPU_OPERATIONS")] {
+        setVariable(&options->settings, name, "native");
+      },
+      "Run the host collectives on ronde's own backend (horovodrun's Gloo controller)");
+  run->add_option_function<double>(
+         "--gloo-timeout-seconds",
+         [options, name = Settings::variableName("TIMEOUT_SECONDS")](double s) {
+           setVariable(&options->settings, name, formatNumber(s));
+         },
+         "Longest wait inside a collective before it fails (horovodrun's Gloo timeout)" +
+             tableDefault("TIMEOUT_SECONDS"))
+      ->check(above(0));
+  // horovodrun flags ronde does not honour: refused with the reason, never ignored.
+  auto refused = [run](const char* flag, bool takes_value, std::string why) {
+    auto fail = [flag, why] {
+      throw CLI::ValidationError(flag, std::string("not supported by ronde: ") + why);
+    };
+    CLI::Option* option =
+        takes_value ? run->add_option_function<std::string>(flag, [fail](const std::string&) { fail(); })
+                    : run->add_flag_callback(flag, fail);
+    option->group("");  // not in --help: they are not ronde's
+  };
+  refused("--jsrun", false, "LSF's jsrun launcher is not supported; start the job with "
+                            "`ronde run` (ssh), mpirun or srun");
+  refused("--torus-allreduce", false, "its two-level allreduce is --hierarchical-allreduce");
+  refused("--no-torus-allreduce", false, "there is no torus allreduce to turn off");
+  refused("--thread-affinity", true, "the background thread is not pinned to a core");
+  refused("--num-nccl-streams", true, "the NCCL backend runs one stream per communicator");
+  refused("--mpi-threads-disable", false,
+          "the MPI backend needs MPI_THREAD_MULTIPLE (its collectives run on ronde's threads)");
+  refused("--no-mpi-threads-disable", false, "the MPI backend always initialises MPI itself");
   addTuningOptions(run, options);
 }
 

@@ -417,3 +417,24 @@ def test_run_check_build_prints_what_check_build_prints(flags):
     # Horovod's layout: [X] / [ ] lines; the same content as `ronde check-build`.
     assert "[X] native" in result.stdout and "[X] shm" in result.stdout
     assert result.stdout == alone.stdout
+
+
+def test_gloo_selects_the_native_backend_and_its_timeout_is_the_collectives():
+    result = run(["run", "-np", "1", "--gloo", "--gloo-timeout-seconds", "12", "sh", "-c",
+                  "echo $RONDE_CPU_OPERATIONS $RONDE_TIMEOUT_SECONDS"])
+    assert result.returncode == 0, result.stderr
+    assert rank_lines(result.stdout)[0] == ["native 12"]
+
+
+@pytest.mark.parametrize("flags, reason", [
+    (["--jsrun"], "LSF"),
+    (["--torus-allreduce"], "hierarchical-allreduce"),
+    (["--no-torus-allreduce"], "torus"),
+    (["--thread-affinity", "1"], "pinned"),
+    (["--num-nccl-streams", "2"], "one stream"),
+    (["--mpi-threads-disable"], "MPI_THREAD_MULTIPLE"),
+])
+def test_horovodrun_flags_ronde_cannot_honour_are_refused_with_the_reason(flags, reason):
+    result = run(["run", "-np", "1"] + flags + ["true"])
+    assert result.returncode == 2
+    assert "%s: not supported by ronde" % flags[0] in result.stderr and reason in result.stderr
