@@ -4,8 +4,16 @@
 #include <vector>
 
 #include "py_convert.h"
+#include "ronde/errors.h"
 
 namespace ronde::python {
+
+void TensorReader::refuse(PyObject* tensor, const char* what, const py::str& attribute) const {
+  py::object value = checked(PyObject_GetAttr(tensor, attribute.ptr()));
+  throw makeError(ErrorCode::kInvalidArgument, "ronde does not support tensors ", what,
+                  std::string(py::str(value)),
+                  " (only dense tensors in host memory or on a CUDA device)");
+}
 
 DataType TensorReader::dtypeOf(PyObject* tensor) const {
   py::object dtype = checked(PyObject_GetAttr(tensor, dtype_.ptr()));
@@ -20,12 +28,18 @@ DataType TensorReader::dtypeOf(PyObject* tensor) const {
 TensorReader::Read TensorReader::read(py::handle tensor, bool contiguous_copy) const {
   py::object owner = py::reinterpret_borrow<py::object>(tensor);
   if (checked(PyObject_CallMethodNoArgs(owner.ptr(), is_contiguous_.ptr())).ptr() != Py_True) {
+    // A sparse COO tensor is never contiguous: asked here, the check costs dense ones nothing.
+    if (checked(PyObject_GetAttr(owner.ptr(), is_sparse_.ptr())).ptr() == Py_True)
+      refuse(owner.ptr(), "of layout ", layout_);
     if (!contiguous_copy) return {};
     owner = checked(PyObject_CallMethodNoArgs(owner.ptr(), contiguous_.ptr()));
   }
   PyObject* t = owner.ptr();
   const DataType type = dtypeOf(t);
   if (checked(PyObject_GetAttr(t, is_cuda_.ptr())).ptr() == Py_True) return {nullptr, true};
+  // Anything else must be host memory: the runtime would read a meta tensor's null address or
+  // another device's memory (mps, xpu) as host memory.
+  if (checked(PyObject_GetAttr(t, is_cpu_.ptr())).ptr() != Py_True) refuse(t, "on device ", device_);
   const auto address = static_cast<uintptr_t>(
       PyLong_AsUnsignedLongLong(checked(PyObject_CallMethodNoArgs(t, data_ptr_.ptr())).ptr()));
   if (PyErr_Occurred()) throw py::error_already_set();
