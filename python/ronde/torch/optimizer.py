@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import torch
 
 from ronde import _core
+from ronde.common.elastic import driver_view
 from ronde.torch.compression import Compression, is_reducing
 from ronde.torch.mpi_ops import (Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_,
                                  synchronize as _synchronize_handle)
@@ -83,7 +84,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # and made sparse again before the wrapped optimizer's step (SparseAdam takes no other).
         self._densified = set()
 
-        if _core.size() > 1:
+        # One rank has nothing to reduce, unless it is an elastic world that may grow: the
+        # optimizer outlives the reset, and its gradients must then be reduced (Horovod
+        # registers the hooks when HOROVOD_ELASTIC=1).
+        if _core.size() > 1 or driver_view() is not None:
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
