@@ -2,7 +2,8 @@
 
 An existing Horovod script runs by changing its import. Collectives run on ronde's runtime
 (negotiated, fused, executed on a background thread); failures raise ronde._core.RondeError
-subclasses (HorovodInternalError is the same class), a cross-rank mismatch on every rank.
+subclasses, a cross-rank mismatch on every rank; a lost peer, an aborted communicator or a
+timeout is also a HorovodInternalError (what elastic training recovers from).
 """
 
 from ronde import _core
