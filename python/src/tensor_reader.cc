@@ -40,8 +40,17 @@ TensorReader::Read TensorReader::read(py::handle tensor, bool contiguous_copy) c
   // Anything else must be host memory: the runtime would read a meta tensor's null address or
   // another device's memory (mps, xpu) as host memory.
   if (checked(PyObject_GetAttr(t, is_cpu_.ptr())).ptr() != Py_True) refuse(t, "on device ", device_);
+  PyObject* pointer = PyObject_CallMethodNoArgs(t, data_ptr_.ptr());
+  if (pointer == nullptr) {
+    // A tensor without storage (sparse, which torch 1.13 calls contiguous; mkldnn) has no
+    // address: name its layout rather than pass on torch's words.
+    py::error_already_set error;
+    py::object layout = checked(PyObject_GetAttr(t, layout_.ptr()));
+    if (std::string(py::str(layout)) != "torch.strided") refuse(t, "of layout ", layout_);
+    throw error;
+  }
   const auto address = static_cast<uintptr_t>(
-      PyLong_AsUnsignedLongLong(checked(PyObject_CallMethodNoArgs(t, data_ptr_.ptr())).ptr()));
+      PyLong_AsUnsignedLongLong(py::reinterpret_steal<py::object>(pointer).ptr()));
   if (PyErr_Occurred()) throw py::error_already_set();
   py::object shape = checked(PyObject_GetAttr(t, shape_.ptr()));
   if (!PyTuple_Check(shape.ptr())) throw py::type_error("tensor.shape must be a tuple");
