@@ -10,9 +10,17 @@ namespace ronde::python {
 
 void TensorReader::refuse(PyObject* tensor, const char* what, const py::str& attribute) const {
   py::object value = checked(PyObject_GetAttr(tensor, attribute.ptr()));
+  // The rank as ronde.torch's typed-request paths name it; the reader knows no runtime, and
+  // this runs once, on a refusal.
+  std::string rank = "?";
+  try {
+    rank = std::string(py::str(py::module_::import("ronde._core").attr("rank")()));
+  } catch (const std::exception&) {
+    PyErr_Clear();
+  }
   throw makeError(ErrorCode::kInvalidArgument, "ronde does not support tensors ", what,
                   std::string(py::str(value)),
-                  " (only dense tensors in host memory or on a CUDA device)");
+                  " (only dense tensors in host memory or on a CUDA device); rank ", rank);
 }
 
 DataType TensorReader::dtypeOf(PyObject* tensor) const {

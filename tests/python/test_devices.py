@@ -49,6 +49,7 @@ def test_meta_tensor_refused(call):
         CALLS[call](_meta(_rows(), 3))
     assert isinstance(caught.value, hvd.RondeError)
     assert not isinstance(caught.value, hvd.HorovodInternalError)
+    assert str(caught.value).endswith("rank %d" % hvd.rank()), caught.value
 
 
 @pytest.mark.parametrize("call", ["allreduce_", "grouped_allreduce_", "broadcast_"])
@@ -60,8 +61,9 @@ def test_non_contiguous_meta_tensor_refused(call):
 
 @pytest.mark.parametrize("call", sorted(CALLS))
 def test_sparse_tensor_refused(call):
-    with pytest.raises(ValueError, match="sparse_coo"):
+    with pytest.raises(ValueError, match="sparse_coo") as caught:
         CALLS[call](_sparse())
+    assert str(caught.value).endswith("rank %d" % hvd.rank()), caught.value
 
 
 def test_collectives_work_after_refusals():
