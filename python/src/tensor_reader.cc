@@ -47,7 +47,8 @@ TensorReader::Read TensorReader::read(py::handle tensor, bool contiguous_copy) c
   if (checked(PyObject_GetAttr(t, is_cuda_.ptr())).ptr() == Py_True) return {nullptr, true};
   // Anything else must be host memory: the runtime would read a meta tensor's null address or
   // another device's memory (mps, xpu) as host memory.
-  if (checked(PyObject_GetAttr(t, is_cpu_.ptr())).ptr() != Py_True) refuse(t, "on device ", device_);
+  if (checked(PyObject_GetAttr(t, is_cpu_.ptr())).ptr() != Py_True)
+    refuse(t, "on device ", device_);
   PyObject* pointer = PyObject_CallMethodNoArgs(t, data_ptr_.ptr());
   if (pointer == nullptr) {
     // A tensor without storage (sparse, which torch 1.13 calls contiguous; mkldnn) has no
