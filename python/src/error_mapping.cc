@@ -13,6 +13,7 @@ struct CodeClass {
   ErrorCode code;
   const char* name;
   PyObject* extra_base;  // a builtin the class also derives from, so plain except clauses work
+  bool internal;         // a HorovodInternalError: the runtime failed, not the caller
 };
 
 // Filled once at import; the classes live as long as the module.
@@ -24,25 +25,35 @@ PyObject* base_class = nullptr;
 void registerErrors(pybind11::module_& module) {
   namespace py = pybind11;
   base_class = PyErr_NewExceptionWithDoc(
-      "ronde._core.RondeError",
-      "A ronde failure; `code` names the ronde::ErrorCode. Also known as HorovodInternalError.",
+      "ronde._core.RondeError", "A ronde failure; `code` names the ronde::ErrorCode.",
       PyExc_RuntimeError, nullptr);
   module.attr("RondeError") = py::handle(base_class);
+  // Horovod raises HorovodInternalError when a collective fails because the job did (a peer
+  // lost, the communicator aborted): what an elastic script catches to restore its state and
+  // re-form. A bad argument or a disagreement between ranks is the script's own bug, which
+  // restoring would only repeat, so those classes stay outside it.
+  PyObject* internal_class = PyErr_NewExceptionWithDoc(
+      "ronde._core.HorovodInternalError",
+      "A collective failed because the job did: a peer was lost, the communicator was "
+      "aborted, or a wait timed out. Horovod's name; elastic training recovers from it.",
+      base_class, nullptr);
+  module.attr("HorovodInternalError") = py::handle(internal_class);
   const CodeClass table[] = {
-      {ErrorCode::kInvalidArgument, "InvalidArgumentError", PyExc_ValueError},
-      {ErrorCode::kMismatch, "MismatchError", nullptr},
-      {ErrorCode::kTimeout, "TimeoutError", PyExc_TimeoutError},
-      {ErrorCode::kPeerLost, "PeerLostError", nullptr},
-      {ErrorCode::kAuth, "AuthError", nullptr},
-      {ErrorCode::kConfig, "ConfigError", PyExc_ValueError},
-      {ErrorCode::kIo, "IoError", PyExc_OSError},
-      {ErrorCode::kAborted, "AbortedError", nullptr},
-      {ErrorCode::kInternal, "InternalError", nullptr},
+      {ErrorCode::kInvalidArgument, "InvalidArgumentError", PyExc_ValueError, false},
+      {ErrorCode::kMismatch, "MismatchError", nullptr, false},
+      {ErrorCode::kTimeout, "TimeoutError", PyExc_TimeoutError, true},
+      {ErrorCode::kPeerLost, "PeerLostError", nullptr, true},
+      {ErrorCode::kAuth, "AuthError", nullptr, false},
+      {ErrorCode::kConfig, "ConfigError", PyExc_ValueError, false},
+      {ErrorCode::kIo, "IoError", PyExc_OSError, false},
+      {ErrorCode::kAborted, "AbortedError", nullptr, true},
+      {ErrorCode::kInternal, "InternalError", nullptr, false},
   };
   for (const CodeClass& entry : table) {
     std::string qualified = std::string("ronde._core.") + entry.name;
-    PyObject* bases = entry.extra_base ? PyTuple_Pack(2, base_class, entry.extra_base)
-                                       : PyTuple_Pack(1, base_class);
+    PyObject* base = entry.internal ? internal_class : base_class;
+    PyObject* bases = entry.extra_base ? PyTuple_Pack(2, base, entry.extra_base)
+                                       : PyTuple_Pack(1, base);
     PyObject* cls = PyErr_NewException(qualified.c_str(), bases, nullptr);
     Py_DECREF(bases);
     if (cls == nullptr) throw py::error_already_set();

@@ -36,13 +36,19 @@ class TensorReader {
   };
 
   // Reads `tensor`. With `contiguous_copy`, a non-contiguous tensor is replaced by its
-  // contiguous() copy, which the view holds. An unsupported dtype raises ValueError naming it.
+  // contiguous() copy, which the view holds. An unsupported dtype raises ValueError naming it;
+  // a tensor neither in host memory nor on CUDA (meta, mps, xpu), or a sparse one, raises
+  // InvalidArgumentError (a ValueError) naming its device or layout.
   Read read(py::handle tensor, bool contiguous_copy) const;
 
   // The ronde::DataType of `tensor`; raises ValueError for one ronde does not support.
   DataType dtypeOf(PyObject* tensor) const;
 
  private:
+  // Throws InvalidArgumentError for a tensor ronde cannot read, naming its `attribute`
+  // (device or layout).
+  [[noreturn]] void refuse(PyObject* tensor, const char* what, const py::str& attribute) const;
+
   py::dict dtype_codes_;
   // Attribute names, made once.
   py::str is_contiguous_{"is_contiguous"};
@@ -51,6 +57,10 @@ class TensorReader {
   py::str data_ptr_{"data_ptr"};
   py::str shape_{"shape"};
   py::str is_cuda_{"is_cuda"};
+  py::str is_cpu_{"is_cpu"};
+  py::str is_sparse_{"is_sparse"};
+  py::str device_{"device"};
+  py::str layout_{"layout"};
 };
 
 }  // namespace ronde::python

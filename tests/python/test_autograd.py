@@ -1,8 +1,9 @@
 """Gradients through collectives, checked against finite differences of the global loss.
 
-The global loss is the sum over ranks of each rank's (output * w_rank).sum(). allreduce,
-alltoall and reducescatter give the gradient of that sum; allgather and broadcast, as in
-Horovod, give the gradient of the mean over ranks.
+The global loss is the sum over ranks of each rank's (output * w_rank).sum(). allreduce and
+alltoall give the gradient of that sum; allgather and broadcast, as in Horovod, give the
+gradient of the mean over ranks, and reducescatter, as in Horovod (HorovodReducescatter's
+backward: the allgathered gradient, times the size for Sum), size times the gradient of the sum.
 """
 
 import torch
@@ -74,21 +75,33 @@ def test_alltoall_gradient():
 
 
 def test_reducescatter_sum_gradient():
-    # Each rank's input reaches every rank's share: the gradient is the allgather of theirs.
+    # Each rank's input reaches every rank's share: the allgather of theirs, times the size.
     x = torch.randn(2 * hvd.size() + 1, 2)
-    check_gradient(lambda x: hvd.reducescatter(x, op=hvd.Sum), x, 1.0)
+    check_gradient(lambda x: hvd.reducescatter(x, op=hvd.Sum), x, hvd.size())
+
+
+def test_reducescatter_sum_gradient_with_scaling():
+    x = torch.randn(hvd.size(), 3)
+    check_gradient(lambda x: hvd.reducescatter(x * x, op=hvd.Sum, prescale_factor=0.5,
+                                               postscale_factor=3.0), x, hvd.size())
 
 
 def test_reducescatter_average_gradient_with_scaling():
     x = torch.randn(hvd.size(), 3)
     check_gradient(lambda x: hvd.reducescatter(x * x, op=hvd.Average, prescale_factor=0.5,
-                                               postscale_factor=3.0), x, 1.0)
+                                               postscale_factor=3.0), x, hvd.size())
 
 
 def test_grouped_reducescatter_gradient():
     x = torch.randn(hvd.size() + 1, 2)
     check_gradient(lambda x: torch.cat([o.reshape(-1) for o in hvd.grouped_reducescatter(
-        [x, 2 * x[:hvd.size()]], op=hvd.Sum)]), x, 1.0)
+        [x, 2 * x[:hvd.size()]], op=hvd.Sum)]), x, hvd.size())
+
+
+def test_grouped_reducescatter_average_gradient():
+    x = torch.randn(hvd.size() + 1, 2)
+    check_gradient(lambda x: torch.cat([o.reshape(-1) for o in hvd.grouped_reducescatter(
+        [x * x, 2 * x[:hvd.size()]], op=hvd.Average)]), x, hvd.size())
 
 
 def test_grouped_allgather_gradient():

@@ -17,11 +17,11 @@ import numpy as np
 
 from ronde import _core
 
-# Horovod's names. A lost peer, an aborted communicator or a collective timing out is what
-# the reset loop recovers from; a mismatch or a bad argument is a bug in the script and is
-# raised as it is.
-HorovodInternalError = _core.RondeError
-_RESET_ERRORS = (_core.PeerLostError, _core.AbortedError, _core.TimeoutError)
+# Horovod's name for what the reset loop recovers from: a lost peer, an aborted communicator,
+# a collective timing out (PeerLostError, AbortedError and TimeoutError derive from it). A
+# mismatch or a bad argument is a bug in the script and is raised as it is.
+HorovodInternalError = _core.HorovodInternalError
+_RESET_ERRORS = HorovodInternalError
 # How many times in a row the runtime may fail to form before run() gives up; the driver's
 # --reset-limit and --elastic-timeout bound the job as a whole.
 _INIT_ATTEMPTS = 5

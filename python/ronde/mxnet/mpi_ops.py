@@ -25,7 +25,7 @@ _ALLTOALL = _core.RequestKind.ALLTOALL
 _DTYPES = {np.dtype(name): code for name, code in DTYPE_CODES.items() if name != "bfloat16"}
 
 RondeError = _core.RondeError
-HorovodInternalError = _core.RondeError
+HorovodInternalError = _core.HorovodInternalError
 MismatchError = _core.MismatchError
 
 _counters = collections.defaultdict(itertools.count)

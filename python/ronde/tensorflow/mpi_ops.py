@@ -42,7 +42,7 @@ Min = nops.Min
 Max = nops.Max
 Product = nops.Product
 
-HorovodInternalError = _core.RondeError
+HorovodInternalError = _core.HorovodInternalError
 RondeError = _core.RondeError
 MismatchError = errors.MismatchError
 

@@ -2,10 +2,12 @@
 
 An existing Horovod script runs by changing its import. Collectives run on ronde's runtime
 (negotiated, fused, executed on a background thread); failures raise ronde._core.RondeError
-subclasses (HorovodInternalError is the same class), a cross-rank mismatch on every rank.
+subclasses, a cross-rank mismatch on every rank; a lost peer, an aborted communicator or a
+timeout is also a HorovodInternalError (what elastic training recovers from).
 """
 
 from ronde import _core
+from ronde.common import basics as _basics
 from ronde.torch.compression import Compression
 from ronde.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                    broadcast_parameters)
@@ -49,21 +51,21 @@ def init(comm=None, process_sets=None):
     (a peer's shutdown, a stall shutdown, a failure): a rank that started the next runtime on
     its own would meet peers that have not, so every rank calls shutdown() and then init().
 
-    comm: accepted for Horovod compatibility; ronde always uses every rank of the job.
-    process_sets: ProcessSets to register now (every rank must pass the same ones).
+    comm: Horovod's list of ranks; every rank of the job in order (or None) is accepted, a
+    subset raises NotImplementedError and an MPI communicator ValueError.
+    process_sets: ProcessSets to register now (every rank must pass the same ones), or
+    "dynamic" (Horovod's call): none now, added later. See ronde.common.basics.init.
     """
-    if comm is not None and comm != []:
-        raise ValueError("ronde.torch.init: an MPI communicator is not supported")
-    _core.init()
-    for process_set in process_sets or []:
-        if process_set.process_set_id is None:
-            add_process_set(process_set)
+    _basics.init(comm, process_sets)
+
+
+# One runtime serves every frontend of the process: whichever ends it, torch forgets too.
+_basics.on_reset(_forget_previous_init)
 
 
 def shutdown():
     """Leaves the job: pending requests fail, and init() may join again later."""
-    _core.shutdown()
-    _forget_previous_init()
+    _basics.shutdown()
 
 
 def is_homogeneous():

@@ -12,9 +12,9 @@ from ronde.torch import cuda_streams
 from ronde.torch.process_sets import global_process_set
 from ronde.torch.submission import (_ALLREDUCE, _ALLREDUCE_CODE, _CORE_OP_CODES, _CORE_OPS,
                                     _DTYPES, Average, _Group, _Request, _allreduce_in_place,
-                                    _as_sequence, _check_op, _core, _enqueue, _enqueue_allreduce_,
-                                    _member_names, _name, _ref, _register, _spec, _submit_group,
-                                    _writable, synchronize)
+                                    _as_sequence, _check_op, _check_readable, _core, _enqueue,
+                                    _enqueue_allreduce_, _member_names, _name, _ref, _register,
+                                    _spec, _submit_group, _writable, synchronize)
 
 _AVERAGE_CODE = _CORE_OP_CODES[Average]
 
@@ -28,6 +28,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an out-of-place allreduce; synchronize(handle) returns the reduced tensor."""
     op = _check_op(op, average)
+    _check_readable(tensor)
     source = tensor.contiguous()
     output = torch.empty_like(source)
     request = _Request(_ALLREDUCE, _name("allreduce", name, process_set), _ref(source),
@@ -71,6 +72,7 @@ def _staged_allreduce_async_(tensor, name, code, prescale_factor, postscale_fact
                              process_set):
     """allreduce_async_ of a non-contiguous tensor: a contiguous copy is reduced and copied
     back into `tensor` by synchronize."""
+    _check_readable(tensor)
     target, copy_back = _writable(tensor)
     dtype_code = _DTYPES.get(target.dtype)
     if dtype_code is None:
@@ -124,7 +126,12 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     op = _check_op(op, average)
     tensors = _as_sequence(tensors)
     group_name = _name("grouped_allreduce", name, process_set)
-    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    try:
+        outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    except RuntimeError:  # torch's words for a sparse tensor: say ronde's
+        for t in tensors:
+            _check_readable(t)
+        raise
     handle = _submit_group(_ALLREDUCE_CODE, tensors, outputs, group_name, _CORE_OP_CODES[op],
                            prescale_factor, postscale_factor, process_set)
     if handle is not None:

@@ -8,8 +8,8 @@ import torch
 from ronde.torch.allreduce_ops import allreduce, grouped_allreduce
 from ronde.torch.process_sets import global_process_set
 from ronde.torch.submission import (_ALLGATHER, _ALLGATHER_CODE, _ALLTOALL, _BROADCAST, Average,
-                                    _Group, _allocator, _as_sequence, _core, _enqueue,
-                                    _member_names, _name, _output, _register, _spec,
+                                    _Group, _allocator, _as_sequence, _check_readable, _core,
+                                    _enqueue, _member_names, _name, _output, _register, _spec,
                                     _submit_group, _submit_one, _writable, synchronize)
 
 
@@ -110,6 +110,7 @@ def _root_index(root_rank, process_set):
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an in-place broadcast of root_rank's `tensor` (root_rank: a global rank)."""
     root = _root_index(root_rank, process_set)
+    _check_readable(tensor)
     target, finish = _writable(tensor)
     core = _enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), target, target,
                                root=root, process_set=process_set))
@@ -119,6 +120,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an out-of-place broadcast; `tensor` is left as it is."""
     root = _root_index(root_rank, process_set)
+    _check_readable(tensor)
     output = tensor.detach().clone(memory_format=torch.contiguous_format)
     core = _enqueue(_spec(_BROADCAST, _name("broadcast", name, process_set), output, output,
                                root=root, process_set=process_set))
@@ -170,6 +172,7 @@ def _split_list(splits):
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall; synchronize(handle) returns (output, received_splits)."""
+    _check_readable(tensor)
     source = tensor.contiguous()
     if splits is None:
         ranks = process_set.size()

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import torch
 
 from ronde import _core
+from ronde.common.elastic import driver_view
 from ronde.torch.compression import Compression, is_reducing
 from ronde.torch.mpi_ops import (Adasum, Average, Sum, allreduce_async_, grouped_allreduce_async_,
                                  synchronize as _synchronize_handle)
@@ -79,12 +80,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 for p in group:
                     self._p_to_group[p] = key
         self._sparse_seen = set()  # parameters whose gradient has been sparse
+        # With sparse_as_dense: parameters whose sparse gradient is reduced dense this step,
+        # and made sparse again before the wrapped optimizer's step (SparseAdam takes no other).
+        self._densified = set()
 
-        if _core.size() > 1:
+        # One rank has nothing to reduce, unless it is an elastic world that may grow: the
+        # optimizer outlives the reset, and its gradients must then be reduced (Horovod
+        # registers the hooks when HOROVOD_ELASTIC=1).
+        if _core.size() > 1 or driver_view() is not None:
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
         self._handles = {}
+        self._densified = set()
         self._synchronized = False
         self._should_synchronize = True
         for p in self._allreduce_delay:
@@ -108,16 +116,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if p.grad is None:
             # Not computed here (dynamic graph), but other ranks may have: contribute zeros,
             # sparse ones where this parameter's gradient has been sparse before.
-            if p in self._sparse_seen and not self.sparse_as_dense:
-                p.grad = torch.zeros_like(p).to_sparse()
-            else:
-                p.grad = torch.zeros_like(p)
+            p.grad = torch.zeros_like(p)
+            if p in self._sparse_seen:
+                if not self.sparse_as_dense:
+                    p.grad = p.grad.to_sparse()
+                else:
+                    self._densified.add(p)
         tensor = p.grad
         if tensor.is_sparse:
             self._sparse_seen.add(p)
             if self.sparse_as_dense:
+                # Reduced in place in this dense copy; _store makes it sparse again.
                 tensor = tensor.to_dense()
                 p.grad = tensor
+                self._densified.add(p)
             elif p in self._p_to_group:
                 raise NotImplementedError("grouped allreduce of sparse gradients is not "
                                           "supported; use sparse_as_dense=True")
@@ -232,6 +244,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             reduced = self._compression.decompress(output, context)
         if reduced.data_ptr() != p.grad.data_ptr():
             p.grad.copy_(reduced)
+        if p in self._densified:
+            # Horovod's sparse_as_dense: "convert back to sparse before applying the update".
+            self._densified.discard(p)
+            p.grad = p.grad.to_sparse()
 
     @contextmanager
     def skip_synchronize(self):

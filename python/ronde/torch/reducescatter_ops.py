@@ -27,10 +27,15 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
 
 
 def _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor):
+    """Horovod 0.28.1's factor on the allgathered output gradient (HorovodReducescatter's
+    backward, and its TensorFlow gradient, as ronde.tensorflow.gradients has it): the set's
+    size for Sum, 1 for Average, times both scale factors. That is size times the gradient of
+    the sum over ranks of their losses; a script tuned on Horovod expects it. Horovod returns
+    the same for Min, Max and Product, where it is no gradient; ronde refuses those."""
     if op not in (Sum, Average):
         raise NotImplementedError("reducescatter has a gradient for Sum and Average only")
     scale = prescale_factor * postscale_factor
-    return scale / process_set.size() if op == Average else scale
+    return scale * process_set.size() if op == Sum else scale
 
 
 class _Reducescatter(torch.autograd.Function):
@@ -43,8 +48,8 @@ class _Reducescatter(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        # Every rank's input reaches every rank's share: the gradient is the allgather of the
-        # shares' gradients, scaled as the forward scaled (1/size for Average, as Horovod).
+        # Every rank's input reaches every rank's share: the allgather of the shares'
+        # gradients, scaled as Horovod scales it (_reducescatter_grad_scale).
         grad = allgather(grad_output, process_set=ctx.process_set)
         return grad * _reducescatter_grad_scale(*ctx.scale), None, None, None, None, None
 

@@ -56,7 +56,7 @@ _from_dlpack = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.fro
 _DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items()
            if hasattr(torch, name)}
 
-HorovodInternalError = _core.RondeError
+HorovodInternalError = _core.HorovodInternalError
 RondeError = _core.RondeError
 MismatchError = _core.MismatchError
 
@@ -86,8 +86,26 @@ def _name(kind, name, process_set=global_process_set):
     return "%s.noname.set%d.%d" % (kind, set_id, number)
 
 
+def _check_readable(tensor):
+    """Refuses a tensor the runtime cannot read: one on a device that is neither host memory
+    nor CUDA (meta, mps, xpu: its address would be read as host memory, or is null), or a
+    sparse one (only sparse_allreduce_async and DistributedOptimizer take those). The handle
+    table's one-call paths check the same in C++ (TensorReader)."""
+    if tensor.layout is not torch.strided:
+        what = "of layout %s" % tensor.layout
+    elif not (tensor.is_cpu or tensor.is_cuda):
+        what = "on device %s" % tensor.device
+    else:
+        return
+    raise _core.InvalidArgumentError(
+        "ronde does not support tensors %s (only dense tensors in host memory or on a CUDA "
+        "device); rank %d" % (what, _core.rank()))
+
+
 def _ref(tensor):
     """The runtime's view of a contiguous tensor; the request holds `tensor` alive."""
+    if not tensor.is_cpu:  # the common case, decided at once
+        _check_readable(tensor)
     code = _DTYPES.get(tensor.dtype)
     if code is None:
         raise ValueError("ronde does not support tensors of dtype %s" % tensor.dtype)
