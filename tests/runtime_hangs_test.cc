@@ -155,9 +155,11 @@ TEST_P(RuntimeHangs, AllgathersOutOfStepFailWhileARankHasJoined) {
 
 // The same name submitted twice before the first completes. Rank 0 always submits its second
 // before its first can complete (the others submit their first only after that), so it refuses
-// at once; each other rank refuses or (if its first has completed meanwhile: a race, both
-// ways taken over the rounds) accepts. Every rank's second must end in an error, never in a
-// wait; the first completes everywhere, with the right sum, and the runtime runs on.
+// at once. In odd rounds the other ranks submit their second only once their first completed,
+// so they accept it: the case that hung (it waited for rank 0 forever). In even rounds they
+// submit it at once, and refuse or accept as the race goes. Every rank's second must end in
+// an error, never in a wait; the first completes everywhere, with the right sum, and the
+// runtime runs on.
 TEST_P(RuntimeHangs, ADuplicateInFlightNameFailsOnEveryRankThatSubmittedIt) {
   RankSpec spec;
   spec.size = GetParam();
@@ -171,6 +173,7 @@ TEST_P(RuntimeHangs, ADuplicateInFlightNameFailsOnEveryRankThatSubmittedIt) {
       if (ctx.rank != 0) ctx.store->getString(rank0_done, kWait);
       auto first_tensor = filledFloats(2, 1.0f);
       auto first = rt->enqueue(allreduceOf(name, first_tensor));
+      if (ctx.rank != 0 && round % 2 == 1) first->wait(kWait);
       std::string error;
       ErrorCode code = ErrorCode::kInternal;
       try {

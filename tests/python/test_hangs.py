@@ -105,8 +105,9 @@ def test_a_duplicate_in_flight_name_raises_on_every_rank_that_submitted_it():
     if hvd.size() < 2:
         pytest.skip("needs a peer to hold rank 0's first request back")
     # Rank 0 submits the name twice before its first can complete (the others submit their
-    # first only after rank 0's barrier): it refuses at once. Each other rank refuses, or
-    # accepts when its first completed meanwhile; either way its second raises, never waits.
+    # first only after rank 0's barrier): it refuses at once. In odd rounds the others submit
+    # their second once their first completed, so they accept it (the case that hung); in even
+    # rounds at once (refused, or accepted as the race goes). Every second raises, never waits.
     for round_ in range(5):
         name = "dup.%d" % round_
         first = None
@@ -118,6 +119,9 @@ def test_a_duplicate_in_flight_name_raises_on_every_rank_that_submitted_it():
         else:
             hvd.barrier()
             first = hvd.allreduce_async(torch.ones(2), name=name, op=hvd.Sum)
+            if round_ % 2:
+                while not hvd.poll(first):
+                    time.sleep(0.001)
             with pytest.raises(hvd.RondeError, match="in flight"):
                 hvd.synchronize(hvd.allreduce_async(torch.ones(2), name=name, op=hvd.Sum))
         assert hvd.synchronize(first).tolist() == [float(hvd.size())] * 2
