@@ -63,6 +63,7 @@ TEST(SettingsTest, ReadsEveryKind) {
                            {"RONDE_HIERARCHICAL_ALLREDUCE", "off"},
                            {"RONDE_TIMELINE_MARK_CYCLES", "yes"},
                            {"RONDE_STALL_CHECK_DISABLE", "TRUE"},
+                           {"RONDE_DEADLOCK_CHECK_DISABLE", "1"},
                            {"RONDE_AUTOTUNE", "1"},
                            {"RONDE_TIMELINE", "/tmp/t.json"}});
   EXPECT_EQ(s.rank, 3);
@@ -83,6 +84,7 @@ TEST(SettingsTest, ReadsEveryKind) {
   EXPECT_FALSE(s.hierarchical_allreduce);
   EXPECT_TRUE(s.timeline_mark_cycles);
   EXPECT_TRUE(s.stall_check_disable);
+  EXPECT_TRUE(s.deadlock_check_disable);
   EXPECT_TRUE(s.autotune);
   EXPECT_EQ(s.timeline_path, "/tmp/t.json");
 }
@@ -262,7 +264,8 @@ TEST(SettingsTest, DocumentationListsEveryFieldOnce) {
                            "HIERARCHICAL_ALLREDUCE", "FUSION_THRESHOLD", "CYCLE_TIME",
                            "CACHE_CAPACITY", "TIMELINE", "TIMELINE_MARK_CYCLES",
                            "STALL_CHECK_TIME_SECONDS", "STALL_SHUTDOWN_TIME_SECONDS",
-                           "STALL_CHECK_DISABLE", "AUTOTUNE", "AUTOTUNE_LOG"}) {
+                           "STALL_CHECK_DISABLE", "DEADLOCK_CHECK_DISABLE", "AUTOTUNE",
+                           "AUTOTUNE_LOG"}) {
     EXPECT_EQ(names.count(name), 1u) << name;
   }
   for (const auto& doc : docs) {

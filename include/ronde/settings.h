@@ -89,6 +89,8 @@ struct Settings {
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;  // 0: never shut down on a stall
   bool stall_check_disable = false;
+  // Fail the requests of a deadlock (every rank blocked, nothing new for the stall check time).
+  bool deadlock_check_disable = false;
   double liveness_timeout_seconds = 10;  // a peer silent this long is lost; 0: no heartbeats
   bool autotune = false;
   std::string autotune_log;

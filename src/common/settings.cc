@@ -149,6 +149,12 @@ const Field kFields[] = {
      "Abort the job after a stall this long (0: never)."},
     {"STALL_CHECK_DISABLE", &Settings::stall_check_disable, nullptr,
      "Turn the stall inspector off."},
+    {"DEADLOCK_CHECK_DISABLE", &Settings::deadlock_check_disable, nullptr,
+     "Turn the deadlock detector off. When every rank has a thread blocked waiting on a "
+     "request, no request can run and no rank has announced anything new for "
+     "RONDE_STALL_CHECK_TIME_SECONDS, the detector fails every waiting request on every rank "
+     "with one MismatchError naming what each rank waits for; the runtime keeps running. Off, "
+     "such a job only warns (and stops after RONDE_STALL_SHUTDOWN_TIME_SECONDS if set)."},
     {"LIVENESS_TIMEOUT_SECONDS", &Settings::liveness_timeout_seconds, kSeconds,
      "Fail every pending collective when a peer's heartbeat is this old (stopped or wedged "
      "process; 0: no heartbeats)."},

@@ -63,7 +63,7 @@ void WireWriter::i64s(const std::vector<int64_t>& v) {
 void WireWriter::descriptor(const Descriptor& d) {
   str(d.name);
   i32(d.process_set);
-  u8(d.kind);
+  u8(static_cast<uint8_t>(d.kind | (d.refused ? 0x80 : 0)));
   u8(static_cast<uint8_t>(d.dtype));
   u8(static_cast<uint8_t>(d.op));
   u8(static_cast<uint8_t>(d.device.kind));
@@ -146,6 +146,8 @@ Descriptor WireReader::descriptor() {
   d.name = str();
   d.process_set = i32();
   d.kind = u8();
+  d.refused = (d.kind & 0x80) != 0;
+  d.kind &= 0x7f;
   if (std::string_view(kindName(d.kind)) == "unknown") malformed("unknown request kind ", +d.kind);
   uint8_t dtype = u8();
   if (dtype >= kNumDataTypes) malformed("unknown dtype ", +dtype);

@@ -31,6 +31,11 @@ struct Descriptor {
   Device device;
   std::string group;  // grouped requests: the group's first name; empty otherwise
   int32_t group_size = 0;
+  // A refusal notice: the rank refused this request because its name was already in flight
+  // there. It holds the rank's place in the next request of that name, so that the ranks
+  // that did accept theirs fail too instead of waiting, until the rank submits the name again
+  // itself (travels as the kind byte's top bit).
+  bool refused = false;
 
   bool operator==(const Descriptor&) const = default;
   int64_t numel() const;

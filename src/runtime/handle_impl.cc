@@ -9,6 +9,16 @@ bool HandleImpl::poll() { return done_.load(std::memory_order_acquire); }
 
 void HandleImpl::wait(Duration timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
+  // Counted while this thread sleeps on an unfinished request (released on every way out).
+  struct Blocked {
+    std::atomic<int>* count;
+    explicit Blocked(std::atomic<int>* c) : count(c) {
+      if (count) count->fetch_add(1, std::memory_order_relaxed);
+    }
+    ~Blocked() {
+      if (count) count->fetch_sub(1, std::memory_order_relaxed);
+    }
+  } blocked(done_.load(std::memory_order_relaxed) ? nullptr : blocked_.get());
   Deadline deadline = Deadline::after(timeout);
   if (deadline.at() == Deadline::Clock::time_point::max()) {
     done_cv_.wait(lock, [&] { return done_.load(std::memory_order_relaxed); });

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 #include "ronde/runtime.h"
@@ -14,7 +15,11 @@ namespace ronde::runtime {
 class HandleImpl final : public Handle {
  public:
   using OnDone = std::function<void(Handle& done)>;
-  explicit HandleImpl(OnDone on_done = nullptr) : on_done_(std::move(on_done)) {}
+  // `blocked` (optional, shared with the runtime) counts the threads waiting in wait() on
+  // an unfinished request: the deadlock detector's sign that a rank can submit nothing more.
+  explicit HandleImpl(OnDone on_done = nullptr,
+                      std::shared_ptr<std::atomic<int>> blocked = nullptr)
+      : on_done_(std::move(on_done)), blocked_(std::move(blocked)) {}
 
   bool poll() override;
   void wait(Duration timeout) override;
@@ -30,6 +35,7 @@ class HandleImpl final : public Handle {
   void notifyDone();
 
   OnDone on_done_;  // touched only by the one call of succeed() or fail() that completes
+  const std::shared_ptr<std::atomic<int>> blocked_;
   std::mutex mutex_;
   std::condition_variable done_cv_;
   // Set under mutex_ once the results are in place; read without it by poll(), which every

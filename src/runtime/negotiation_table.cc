@@ -22,6 +22,22 @@ void NegotiationTable::announce(int rank, Descriptor descriptor, Clock::time_poi
     last_joined_ = rank;
   }
   RequestKey key{descriptor.process_set, descriptor.name};
+  auto found = entries_.find(key);
+  if (found != entries_.end()) {
+    std::optional<Descriptor>& mine = found->second.per_rank[static_cast<size_t>(rank)];
+    if (mine && mine->refused) {
+      // A notice waits for the rank's next request of the name; a real one, or another notice,
+      // takes its place (the rank did submit the name again).
+      mine = std::move(descriptor);
+      return;
+    }
+    if (mine) {
+      // A notice behind the rank's own waiting request (only a notice can be: a rank has one
+      // request of a name in flight): its turn comes when this entry is released.
+      deferred_[key].push_back({rank, std::move(descriptor), now});
+      return;
+    }
+  }
   auto [it, inserted] = entries_.try_emplace(key);
   if (inserted) {
     it->second.tensor = {descriptor.process_set, tensorName(descriptor.name, descriptor.kind)};
@@ -86,17 +102,20 @@ NegotiationTable::Readiness NegotiationTable::readiness(const Entry& entry,
   for (const auto& d : entry.per_rank) {
     if (d) kind = d->kind;
   }
-  bool joined_absent = false;
+  bool missing = false;
   for (int m : *members) {
     if (entry.per_rank[static_cast<size_t>(m)]) continue;
     if (kind != kJoin && joined_[static_cast<size_t>(m)]) {
-      joined_absent = true;
+      // A joined rank waits in join until every rank joined: it never submits this request.
+      // Only allreduce runs without it; any other kind fails now, on every rank that
+      // submitted it, without waiting for the other active ranks, whose names may not match
+      // this one (a rank that fails here must not hang on a peer that got out of step).
+      if (kind != kAllreduce) return Readiness::kBlockedByJoin;
       continue;
     }
-    return Readiness::kWaiting;
+    missing = true;
   }
-  if (joined_absent && kind != kAllreduce) return Readiness::kBlockedByJoin;
-  return Readiness::kReady;
+  return missing ? Readiness::kWaiting : Readiness::kReady;
 }
 
 std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
@@ -147,6 +166,9 @@ std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
       response.error_code = ErrorCode::kInvalidArgument;
     } else if (c.readiness == Readiness::kNameConflict) {
       response.error = conflicts.at(c.it->second.tensor);
+    } else if (std::string refusal = refusalError(agreement->per_rank); !refusal.empty()) {
+      response.error = refusal;
+      response.error_code = ErrorCode::kInvalidArgument;
     } else if (c.readiness == Readiness::kBlockedByJoin) {
       response.error = "tensor '" + d.name + "': " + kindName(d.kind) +
                        " cannot run while some ranks have joined; only allreduce can";
@@ -176,7 +198,102 @@ std::vector<Response> NegotiationTable::takeReady(const ProcessSets& sets) {
     std::fill(joined_.begin(), joined_.end(), false);
     last_joined_ = -1;
   }
+  for (const Response& response : ready) announceDeferred(response.key);
   return ready;
+}
+
+void NegotiationTable::announceDeferred(const RequestKey& key) {
+  auto it = deferred_.find(key);
+  if (it == deferred_.end()) return;
+  std::vector<Deferred> waiting = std::move(it->second);
+  deferred_.erase(it);
+  for (Deferred& d : waiting) announce(d.rank, std::move(d.descriptor), d.since);
+}
+
+std::string NegotiationTable::refusalError(const std::vector<std::optional<Descriptor>>& per_rank) {
+  std::string refused, accepted, name;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    if (!per_rank[r]) continue;
+    name = per_rank[r]->name;
+    std::string& list = per_rank[r]->refused ? refused : accepted;
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (refused.empty()) return "";
+  return "request '" + name + "': submitted again on rank(s) " + refused +
+         " while the earlier request of that name was still in flight there (one request per "
+         "name may be in flight on a rank); so it fails on every rank that submitted it" +
+         (accepted.empty() ? std::string() : " (here also on rank(s) " + accepted +
+                                                 ", where the earlier one had completed)");
+}
+
+std::string NegotiationTable::deadlockReport(const ProcessSets& sets) const {
+  // Per rank, in rank order: each request it announced, and who never did.
+  std::vector<std::string> per_rank(static_cast<size_t>(world_size_));
+  for (const auto& [key, entry] : entries_) {
+    auto members = sets.ranks(key.first);
+    if (!members) continue;
+    uint8_t kind = 0;
+    for (const auto& d : entry.per_rank) {
+      if (d) kind = d->kind;
+    }
+    std::string absent;
+    for (int m : *members) {
+      if (entry.per_rank[static_cast<size_t>(m)]) continue;
+      if (kind == kAllreduce && joined_[static_cast<size_t>(m)]) continue;
+      absent += (absent.empty() ? "rank " : ", rank ") + std::to_string(m);
+    }
+    std::string what;
+    if (kind == kJoin) {
+      what = "waits in join, which " + absent + " never joined";
+    } else if (kind == static_cast<uint8_t>(RequestKind::kBarrier)) {
+      what = "waits in barrier '" + key.second + "', which " + absent + " never entered";
+    } else {
+      what = std::string("waits for ") + kindName(kind) + " '" + key.second + "'" +
+             (key.first ? " (process set " + std::to_string(key.first) + ")" : "") + ", which " +
+             absent + " never submitted";
+    }
+    for (size_t r = 0; r < entry.per_rank.size(); ++r) {
+      if (!entry.per_rank[r] || entry.per_rank[r]->refused) continue;  // nobody waits on a notice
+      per_rank[r] += (per_rank[r].empty() ? "rank " + std::to_string(r) + " " : "; and ") + what;
+    }
+  }
+  std::string report;
+  for (const std::string& line : per_rank) {
+    if (!line.empty()) report += (report.empty() ? "" : "; ") + line;
+  }
+  return report;
+}
+
+std::vector<Response> NegotiationTable::failAll(const ProcessSets& sets, const std::string& error,
+                                                ErrorCode code) {
+  std::vector<std::map<RequestKey, Entry>::iterator> order;
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) order.push_back(it);
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a->second.seq < b->second.seq; });
+  std::vector<Response> out;
+  for (auto& it : order) {
+    Response response;
+    response.key = it->first;
+    auto members = sets.ranks(it->first.first);
+    if (members) response.members = *members;
+    auto agreement = std::make_shared<Agreement>();
+    agreement->per_rank = std::move(it->second.per_rank);
+    response.agreement = std::move(agreement);
+    response.error = error;
+    response.error_code = code;
+    out.push_back(std::move(response));
+  }
+  entries_.clear();
+  entries_per_tensor_.clear();
+  group_failed_.clear();
+  // A join among them failed too: its ranks are active again, as after a completed join.
+  std::fill(joined_.begin(), joined_.end(), false);
+  last_joined_ = -1;
+  // What waited behind the failed requests is announced now, as the next of its name.
+  std::vector<RequestKey> behind;
+  for (const auto& [key, d] : deferred_) behind.push_back(key);
+  for (const RequestKey& key : behind) announceDeferred(key);
+  return out;
 }
 
 std::vector<NegotiationTable::Waiting> NegotiationTable::waiting(const ProcessSets& sets) const {

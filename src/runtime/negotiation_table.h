@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "runtime/process_sets.h"
@@ -32,6 +33,14 @@ class NegotiationTable {
   // can never be ready: each such request fails with a kind mismatch.
   std::vector<Response> takeReady(const ProcessSets& sets);
 
+  // For the deadlock detector: what each rank waits for, and which ranks never submitted it
+  // ("rank 0 waits in barrier 'barrier', which rank 1 never entered; rank 1 waits for ...").
+  std::string deadlockReport(const ProcessSets& sets) const;
+  // Removes every request, each failing with `error` on the ranks that submitted it, in
+  // announcement order; a pending join fails too and no rank counts as joined afterwards.
+  std::vector<Response> failAll(const ProcessSets& sets, const std::string& error,
+                                ErrorCode code);
+
   // For the stall inspector: requests some members announced and others did not.
   struct Waiting {
     RequestKey key;
@@ -54,7 +63,19 @@ class NegotiationTable {
   // all wait while every member announced one of them.
   std::map<RequestKey, std::string> nameConflicts(const ProcessSets& sets) const;
 
+  // Announcements of a name by a rank that already has one waiting (after a refusal notice),
+  // in arrival order; announced when the entry before them is released.
+  struct Deferred {
+    int rank;
+    Descriptor descriptor;
+    Clock::time_point since;
+  };
+  void announceDeferred(const RequestKey& key);
+  // Non-empty when some rank's announcement is a refusal notice: the error for all of them.
+  static std::string refusalError(const std::vector<std::optional<Descriptor>>& per_rank);
+
   int world_size_;
+  std::map<RequestKey, std::vector<Deferred>> deferred_;
   std::map<RequestKey, Entry> entries_;
   std::map<RequestKey, int> entries_per_tensor_;
   // (process set, group) -> members already released with an error (a kind that cannot run

@@ -118,6 +118,7 @@ RuntimeImpl::RuntimeImpl(const Settings& settings, std::unique_ptr<Communicator>
         },
         [this](const Error& first) { onJobFailed(first); }, comms_->world().storeServerRank());
   }
+  stuck_since_ = Clock::now();
   thread_ = std::thread([this] { backgroundLoop(); });
 }
 
@@ -176,7 +177,7 @@ LocalRequest RuntimeImpl::prepare(Request request, Clock::time_point now) {
   std::shared_ptr<ReadyEvent> ready;
   if (request.input && request.input->device().kind == Device::Kind::kCuda)
     ready = devices_.ops(request.input->device()).markReady(request.stream);
-  auto handle = std::make_shared<HandleImpl>(std::move(request.on_done));
+  auto handle = std::make_shared<HandleImpl>(std::move(request.on_done), blocked_threads_);
   return LocalRequest{std::move(request), std::move(d), std::move(handle), now, -1,
                       std::move(ready)};
 }
@@ -189,7 +190,15 @@ std::shared_ptr<Handle> RuntimeImpl::enqueue(Request request) {
   std::shared_ptr<HandleImpl> handle = local.handle;
   std::unique_lock<std::mutex> lock(mutex_);
   if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
-  if (in_flight_.count(key)) throwInFlight(local.descriptor, key);
+  if (in_flight_.count(key)) {
+    // The peers may have accepted theirs (their earlier request already completed): the
+    // notice makes the request fail there too, instead of waiting for this rank forever.
+    Descriptor notice = local.descriptor;
+    notice.refused = true;
+    refused_.push_back(std::move(notice));
+    wakeLocked(lock);
+    throwInFlight(local.descriptor, key);
+  }
   in_flight_.insert(std::move(key));
   incoming_.push_back(std::move(local));
   wakeLocked(lock);
@@ -260,7 +269,7 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
 }
 
 std::vector<int64_t> RuntimeImpl::runInternal(Descriptor d) {
-  auto handle = std::make_shared<HandleImpl>();
+  auto handle = std::make_shared<HandleImpl>(nullptr, blocked_threads_);
   Request request;
   request.kind = RequestKind::kBarrier;
   request.name = d.name;
@@ -364,9 +373,11 @@ void RuntimeImpl::backgroundLoop() {
 void RuntimeImpl::drainIncoming() {
   // The two vectors trade places and both keep their capacity, so that callers append
   // without reallocating once a step's number of requests has been seen.
+  std::vector<Descriptor> refused;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     draining_.swap(incoming_);
+    if (!refused_.empty()) refused.swap(refused_);
   }
   // A group (enqueued at once, so drained at once) waits on the cache only if every member
   // can; the caches of all ranks hold the same slots, so every rank decides the same.
@@ -388,6 +399,14 @@ void RuntimeImpl::drainIncoming() {
     pending_.emplace(std::move(key), std::move(r));
   }
   draining_.clear();
+  // A notice stands for the request after this rank's pending one of that name: that one must
+  // reach the table first, so it leaves the cached path now and is announced before it.
+  for (Descriptor& notice : refused) {
+    RequestKey key{notice.process_set, notice.name};
+    auto it = pending_.find(key);
+    if (it != pending_.end()) announceInFull(key, it->second);
+    notices_.push_back(std::move(notice));
+  }
 }
 
 void RuntimeImpl::announceInFull(const RequestKey& key, LocalRequest& r) {
@@ -419,6 +438,10 @@ bool RuntimeImpl::runCycle() {
   // inspector to need to see them, or when a joined rank will never set their bit (only
   // allreduce runs without joined ranks; negotiation fails the others at once).
   auto patience = stall_inspector_.cachedPatience();
+  // The deadlock detector reads the table too, even with the stall inspector off.
+  if (!settings_.deadlock_check_disable)
+    patience = std::min(patience, StallInspector(settings_.stall_check_seconds, 0, false)
+                                      .cachedPatience());
   const bool someone_joined = table_.anyJoined();
   for (auto& [key, r] : pending_) {
     const bool needs_joined_rank =
@@ -439,8 +462,15 @@ bool RuntimeImpl::runCycle() {
     waiting = table_.waiting(sets_);
     stall_stop = !waiting.empty() && stall_inspector_.shouldShutDown(waiting, now);
   }
-  bool need_full =
-      !to_announce_.empty() || stopping || stall_stop || (rank_ == 0 && knobs_changed_.load());
+  // Rank 0's deadlock detector: every rank has a thread blocked on a handle, requests wait in
+  // the table, and for the stall check time nothing was announced and nothing could run. No
+  // rank can submit the request another waits for, so waiting longer only hangs the job.
+  const bool deadlock =
+      rank_ == 0 && !settings_.deadlock_check_disable && !table_.empty() && everyone_blocked_ &&
+      now - stuck_since_ >= std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(settings_.stall_check_seconds));
+  bool need_full = !to_announce_.empty() || !notices_.empty() || stopping || stall_stop || deadlock ||
+                   (rank_ == 0 && knobs_changed_.load());
 
   std::vector<Response> ready;
   int stopped_by = -1;
@@ -449,12 +479,15 @@ bool RuntimeImpl::runCycle() {
   bool full = exchangeCacheBits(need_full, &ready);
   size_t cached = ready.size();
   if (full) {
-    exchangeAnnouncements(stopping ? kStopFlag : (stall_stop ? kStallStopFlag : 0), &ready,
-                          &stopped_by);
+    exchangeAnnouncements(
+        stopping ? kStopFlag : (stall_stop ? kStallStopFlag : (deadlock ? kDeadlockFlag : 0)),
+        &ready, &stopped_by);
     stop_flags = stopped_by >= 0 ? 1 : 0;
   }
   auto negotiation_end = Clock::now();
   synchronized_at_ = negotiation_end;
+  if (!everyone_blocked_ || !ready.empty() || (full && announced_any_) || table_.empty())
+    stuck_since_ = negotiation_end;
   // Before executing: a collective that blocks must find the reporter up to date.
   if (stall_reporter_) stall_reporter_->publish(full ? table_.waiting(sets_) : std::move(waiting));
   {
@@ -504,7 +537,15 @@ void RuntimeImpl::execute(std::vector<Response>& responses) {
                       ready_at, args);
     }
   }
-  auto lookup = [this](const RequestKey& key) -> LocalRequest* {
+  // A response whose announcement from this rank was a refusal notice has no request here
+  // (a pending one of that name is the next, still to be negotiated).
+  std::set<RequestKey> refused_here;
+  for (const Response& r : responses) {
+    const auto& mine = r.agreement->per_rank[static_cast<size_t>(rank_)];
+    if (mine && mine->refused) refused_here.insert(r.key);
+  }
+  auto lookup = [this, &refused_here](const RequestKey& key) -> LocalRequest* {
+    if (!refused_here.empty() && refused_here.count(key)) return nullptr;
     auto it = pending_.find(key);
     return it == pending_.end() ? nullptr : &it->second;
   };

@@ -78,6 +78,8 @@ class RuntimeImpl final : public Runtime {
   // Each rank's flags byte in the announcements (exchangeAnnouncements).
   static constexpr uint8_t kStopFlag = 1;       // the rank asked the runtime to shut down
   static constexpr uint8_t kStallStopFlag = 2;  // rank 0's stall inspector shuts the runtime down
+  // Rank 0's deadlock detector: every waiting request fails (if nothing new came this cycle).
+  static constexpr uint8_t kDeadlockFlag = 4;
   // The request checked and described on the caller's thread, with its handle (and the ready
   // event of a CUDA input); throws Error(kInvalidArgument) for a bad one.
   LocalRequest prepare(Request request, std::chrono::steady_clock::time_point now);
@@ -119,6 +121,8 @@ class RuntimeImpl final : public Runtime {
 
   Settings settings_;
   std::unique_ptr<CommunicatorSet> comms_;  // control, world data, per-set data
+  // Threads of this rank waiting on an unfinished handle (every handle counts here).
+  const std::shared_ptr<std::atomic<int>> blocked_threads_ = std::make_shared<std::atomic<int>>(0);
   int rank_, size_, local_rank_, local_size_, cross_rank_, cross_size_;
   ProcessSets sets_;
   DeviceSet devices_;  // thread-safe: enqueue records ready events on the callers' threads
@@ -129,6 +133,9 @@ class RuntimeImpl final : public Runtime {
   std::vector<LocalRequest> incoming_;  // guarded by mutex_
   // Guarded by mutex_; (process set, tensorName()). Hashed: every enqueue looks its name up.
   std::unordered_set<RequestKey, RequestKeyHash> in_flight_;
+  // Guarded by mutex_: refusal notices of requests enqueue() refused as already in flight, for
+  // the next negotiation (Descriptor::refused).
+  std::vector<Descriptor> refused_;
   bool stop_requested_ = false;         // guarded by mutex_
   bool sleeping_ = false;               // guarded by mutex_: the loop waits for work
   bool stopped_ = false;                // guarded by mutex_: the background thread ended
@@ -155,6 +162,7 @@ class RuntimeImpl final : public Runtime {
   // order: what is announced is ordered by the gathered messages, the same on every rank.
   std::unordered_map<RequestKey, LocalRequest, RequestKeyHash> pending_;
   std::vector<RequestKey> to_announce_;
+  std::vector<Descriptor> notices_;  // refusal notices, announced after to_announce_
   NegotiationTable table_;
   ResponseCache cache_;
   Executor executor_;
@@ -167,6 +175,10 @@ class RuntimeImpl final : public Runtime {
   bool stall_stopped_ = false;
   bool everyone_idle_ = false;   // last cycle: no rank had anything pending
   bool some_rank_free_ = false;  // last cycle: some rank had nothing pending
+  bool everyone_blocked_ = false;  // last cycle: every rank had a thread waiting on a handle
+  bool announced_any_ = false;     // last full exchange: some rank announced something
+  // Rank 0: since when every rank has been blocked with nothing ready and nothing announced.
+  std::chrono::steady_clock::time_point stuck_since_;
   CycleOutcome last_cycle_;
   CyclePacer pacer_;
   std::chrono::steady_clock::time_point synchronized_at_;  // the last negotiation's end

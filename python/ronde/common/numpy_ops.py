@@ -30,11 +30,21 @@ JOIN = _core.RequestKind.JOIN
 _DTYPES = DTYPE_CODES
 
 _counters = collections.defaultdict(itertools.count)
+# Joins completed since init: the numbering's epoch (ronde.torch.submission._epoch says why).
+_epoch = {"joins": 0}
 
 
 def reset_naming():
     """Unnamed requests count from 0 again (called at init, on every rank alike)."""
     _counters.clear()
+    _epoch["joins"] = 0
+
+
+def joined_all():
+    """A join completed on every rank: unnamed requests number in step again, under the next
+    epoch (``<kind>.noname.j<epoch>.<n>``), whatever calls a joined rank skipped."""
+    _counters.clear()
+    _epoch["joins"] += 1
 
 
 def next_number(kind, process_set=global_process_set):
@@ -47,9 +57,11 @@ def request_name(kind, name, process_set=global_process_set):
         return "%s.%s" % (kind, name)
     set_id = process_set.process_set_id
     number = next_number(kind, process_set)
+    if _epoch["joins"]:
+        number = "j%d.%d" % (_epoch["joins"], number)
     if set_id == 0:
-        return "%s.noname.%d" % (kind, number)
-    return "%s.noname.set%d.%d" % (kind, set_id, number)
+        return "%s.noname.%s" % (kind, number)
+    return "%s.noname.set%d.%s" % (kind, set_id, number)
 
 
 def check_initialized(what):
@@ -235,7 +247,14 @@ def grouped_reducescatter(arrays, names, op=Average, prescale_factor=1.0, postsc
 def join():
     """Marks this rank done; returns the rank that joined last."""
     core = _core.enqueue(_spec(JOIN, request_name("join", None), None))
-    return Pending([core], lambda cores: int(cores[0].result()[0]) if cores[0].result() else -1)
+    counted = []
+
+    def finish(cores):
+        if not counted:  # once, however often wait() is called
+            counted.append(True)
+            joined_all()  # every rank is here together
+        return int(cores[0].result()[0]) if cores[0].result() else -1
+    return Pending([core], finish)
 
 
 def barrier(process_set=global_process_set):

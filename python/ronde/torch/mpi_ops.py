@@ -19,7 +19,7 @@ from ronde.torch.reducescatter_ops import (  # noqa: F401
     grouped_reducescatter_async, reducescatter, reducescatter_async)
 from ronde.torch.submission import (  # noqa: F401
     _ALLGATHER, _ALLREDUCE, _ALLTOALL, _BARRIER, _BROADCAST, _CORE_OP_CODES, _CORE_OPS, _DTYPES,
-    _JOIN, _REDUCESCATTER, Adasum, Average, HorovodInternalError, Max, Min, MismatchError,
+    _JOIN, _REDUCESCATTER, _joined_all, Adasum, Average, HorovodInternalError, Max, Min, MismatchError,
     Product, RondeError, Sum, _Group, _allocator, _check_op, _counters, _enqueue, _handles,
     _member_names, _name, _next_number, _ref, _register, _reset_naming, _spec, _writable, poll,
     synchronize)
@@ -29,7 +29,11 @@ def join(device=-1):
     """Marks this rank done: until every rank has joined, it contributes zeros to the other
     ranks' allreduces. Returns the rank that joined last."""
     core = _enqueue(_spec(_JOIN, _name("join", None), None))
-    return synchronize(_register(core, lambda h: int(h.result()[0]) if h.result() else -1))
+
+    def finish(h):
+        _joined_all()  # every rank is here together: unnamed calls number in step again
+        return int(h.result()[0]) if h.result() else -1
+    return synchronize(_register(core, finish))
 
 
 def barrier(process_set=global_process_set):

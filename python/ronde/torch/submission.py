@@ -63,13 +63,26 @@ MismatchError = _core.MismatchError
 # Unnamed requests are numbered per kind and process set, so a rank outside a set (or one that
 # ran a different number of another kind) still agrees with its peers on the next name.
 _counters = collections.defaultdict(itertools.count)
+# How many joins completed since init: the numbering's epoch. A joined rank makes none of the
+# calls its peers make until the last rank joins, so its counters fall behind theirs; a
+# completed join is the one point every rank reaches together, and there every rank starts
+# numbering again under the next epoch (``<kind>.noname.j<epoch>.<n>``: no name of an earlier
+# epoch, perhaps still in flight, is reused).
+_epoch = {"joins": 0}
 
 
 def _reset_naming():
     """Forgets the numbering and the handles of the previous init: after shutdown and init
     every rank starts again from ``<kind>.noname.0``, as its peers do."""
     _counters.clear()
+    _epoch["joins"] = 0
     _handles.clear()  # handle numbers keep growing: an old handle never names a new request
+
+
+def _joined_all():
+    """A join completed on every rank: the numbering starts again in step (see _epoch)."""
+    _counters.clear()
+    _epoch["joins"] += 1
 
 
 def _next_number(kind, process_set=global_process_set):
@@ -81,9 +94,12 @@ def _name(kind, name, process_set=global_process_set):
         return kind + "." + name if name.__class__ is str else "%s.%s" % (kind, name)
     set_id = process_set.process_set_id
     number = _next_number(kind, process_set)
+    epoch = _epoch["joins"]
+    if epoch:
+        number = "j%d.%d" % (epoch, number)
     if set_id == 0:
-        return "%s.noname.%d" % (kind, number)
-    return "%s.noname.set%d.%d" % (kind, set_id, number)
+        return "%s.noname.%s" % (kind, number)
+    return "%s.noname.set%d.%s" % (kind, set_id, number)
 
 
 def _check_readable(tensor):
