@@ -29,12 +29,38 @@ def _rank():
     return os.environ.get("HOROVOD_RANK", "?")
 
 
+# pytest captures file descriptor 2 during tests, and a rank that exits from a hung test would
+# take its captured output with it: the watchdog writes to a copy of the real stderr, taken
+# with capture suspended for a moment.
+_stderr = {}
+
+
+def pytest_configure(config):
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        capman.suspend_global_capture(in_=False)
+    try:
+        _stderr["file"] = os.fdopen(os.dup(2), "w")
+    finally:
+        if capman is not None:
+            capman.resume_global_capture()
+    _stderr["capman"] = capman
+
+
 def _hung(nodeid):
-    sys.stderr.write("\nTIMEOUT: rank %s: %s did not finish in %.0f s; stacks:\n"
-                     % (_rank(), nodeid, TIMEOUT))
-    sys.stderr.flush()
-    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
-    sys.stderr.flush()
+    out = _stderr["file"]
+    capman = _stderr.get("capman")
+    if capman is not None:
+        try:  # what the hung test printed so far
+            captured_out, captured_err = capman.read_global_capture()
+            out.write(captured_out + captured_err)
+        except Exception:  # noqa: BLE001 - the stacks below matter more
+            pass
+    out.write("\nTIMEOUT: rank %s: %s did not finish in %.0f s; stacks:\n"
+              % (_rank(), nodeid, TIMEOUT))
+    out.flush()
+    faulthandler.dump_traceback(file=out, all_threads=True)
+    out.flush()
     os._exit(1)
 
 
@@ -44,7 +70,7 @@ def pytest_runtest_protocol(item, nextitem):
     timer = threading.Timer(TIMEOUT, _hung, args=(item.nodeid,))
     timer.daemon = True
     timer.start()
-    faulthandler.dump_traceback_later(TIMEOUT + 5.0, exit=True, file=sys.stderr)
+    faulthandler.dump_traceback_later(TIMEOUT + 5.0, exit=True, file=_stderr["file"])
     try:
         yield
     finally:
