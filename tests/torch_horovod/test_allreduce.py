@@ -216,3 +216,28 @@ class AllreduceTests(HorovodTestCase):
             hvd.allreduce(torch.ones(2), op=17)
         out = hvd.allreduce(torch.ones(2), op=hvd.Sum)
         self.assertSame(out, torch.full((2,), float(hvd.size())))
+
+    def test_fp16_compression(self):
+        # Compression.fp16 sends float32 as float16 and gives float32 back; small integers
+        # survive exactly. Integer tensors are sent as they are.
+        n, me = hvd.size(), hvd.rank()
+        inputs = [rank_input(r, (6,), torch.float32) for r in range(n)]
+        out = hvd.allreduce(inputs[me], op=hvd.Sum, compression=hvd.Compression.fp16)
+        self.assertSame(out, reference(hvd.Sum, inputs, torch.float32))
+        ints = [rank_input(r, (6,), torch.int32) for r in range(n)]
+        out = hvd.allreduce(ints[me], op=hvd.Sum, compression=hvd.Compression.fp16)
+        self.assertSame(out, reference(hvd.Sum, ints, torch.int32))
+
+    def test_sparse(self):
+        # sparse_allreduce_async: the coalesced sum of every rank's rows (Average: / size).
+        n, me = hvd.size(), hvd.rank()
+        dense = [torch.zeros(5, 2) for _ in range(n)]
+        for r in range(n):
+            dense[r][r % 5] = float(r + 1)
+            dense[r][(r + 2) % 5] = 1.0
+        for op in (hvd.Sum, hvd.Average):
+            handle = hvd.sparse_allreduce_async(dense[me].to_sparse(), name="sparse.%d" % op,
+                                                op=op)
+            out = hvd.synchronize(handle)
+            expected = sum(dense) / (n if op == hvd.Average else 1)
+            self.assertClose(out.to_dense(), expected)

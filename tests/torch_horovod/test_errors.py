@@ -131,3 +131,12 @@ class ErrorTests(HorovodTestCase):
             with self.assertRaises(RuntimeError):
                 hvd.allreduce(torch.ones(hvd.rank() + 1 + i), name="again.%d" % i)
         self._still_works()
+
+    def test_duplicate_name_in_flight(self):
+        # Horovod refuses a second request under a name still in flight; the first completes.
+        n = hvd.size()
+        first = hvd.allreduce_async(torch.ones(2), op=hvd.Sum, name="dup")
+        with self.assertRaises((ValueError, RuntimeError)):
+            hvd.synchronize(hvd.allreduce_async(torch.ones(2), op=hvd.Sum, name="dup"))
+        self.assertSame(hvd.synchronize(first), torch.full((2,), float(n)))
+        self._still_works()
