@@ -28,19 +28,21 @@ void registerErrors(pybind11::module_& module) {
       "ronde._core.RondeError", "A ronde failure; `code` names the ronde::ErrorCode.",
       PyExc_RuntimeError, nullptr);
   module.attr("RondeError") = py::handle(base_class);
-  // Horovod raises HorovodInternalError when a collective fails because the job did (a peer
-  // lost, the communicator aborted): what an elastic script catches to restore its state and
-  // re-form. A bad argument or a disagreement between ranks is the script's own bug, which
-  // restoring would only repeat, so those classes stay outside it.
+  // Horovod raises HorovodInternalError for every collective that fails once submitted (its
+  // synchronize wraps the runtime's error): a peer lost, the communicator aborted, a wait timed
+  // out, and the ranks disagreeing about a tensor. An elastic script catches it to restore its
+  // state and re-form. A bad argument refused at submission is the script's own error and stays
+  // outside it (ValueError), as in Horovod.
   PyObject* internal_class = PyErr_NewExceptionWithDoc(
       "ronde._core.HorovodInternalError",
-      "A collective failed because the job did: a peer was lost, the communicator was "
-      "aborted, or a wait timed out. Horovod's name; elastic training recovers from it.",
+      "A submitted collective failed: a peer was lost, the communicator was aborted, a wait "
+      "timed out, or the ranks disagreed about it. Horovod's name; elastic training "
+      "recovers from it (except from a disagreement, which a retry repeats).",
       base_class, nullptr);
   module.attr("HorovodInternalError") = py::handle(internal_class);
   const CodeClass table[] = {
       {ErrorCode::kInvalidArgument, "InvalidArgumentError", PyExc_ValueError, false},
-      {ErrorCode::kMismatch, "MismatchError", nullptr, false},
+      {ErrorCode::kMismatch, "MismatchError", nullptr, true},
       {ErrorCode::kTimeout, "TimeoutError", PyExc_TimeoutError, true},
       {ErrorCode::kPeerLost, "PeerLostError", nullptr, true},
       {ErrorCode::kAuth, "AuthError", nullptr, false},

@@ -47,3 +47,22 @@ def test_ranks_that_record_only_their_own_samples_are_merged():
     state.commit()
     state.sync()
     assert sampler.processed_indices == first_batches(1)
+
+
+def test_elastic_run_raises_a_mismatch_instead_of_retrying_it_for_good():
+    # A mismatch is a HorovodInternalError (as Horovod's synchronize raises it), but the ranks
+    # disagreeing is the script's bug: hvd.elastic.run must raise it, not restore and repeat it.
+    if hvd.size() < 2:
+        pytest.skip("a mismatch needs two ranks")
+    state = hvd.elastic.TorchState(step=0)
+    calls = []
+
+    @hvd.elastic.run
+    def train(state):
+        calls.append(state.step)
+        hvd.allreduce(torch.ones(hvd.rank() + 1), name="elastic.mismatch")
+
+    with pytest.raises(hvd.MismatchError, match="elastic.mismatch"):
+        train(state)
+    assert calls == [0]
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [hvd.size()] * 2

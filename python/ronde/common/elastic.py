@@ -277,6 +277,11 @@ def run_fn(func, collectives):
             try:
                 state.sync()
                 return func(state, *args, **kwargs)
+            except _core.MismatchError:
+                # The ranks disagree about a tensor: the script's bug, which every retry from
+                # the last commit repeats. Horovod's loop retries it for good (a hang); ronde
+                # raises it.
+                raise
             except _RESET_ERRORS:
                 state.restore()
             except HostsUpdatedInterrupt:
