@@ -108,36 +108,50 @@ def wait_for(what, condition, failed, timeout=60):
     pytest.fail("no %s within %ds" % (what, timeout))
 
 
+class TrainingRun:
+    """executor.run(elastic_train, ...) on a thread of the test, with the log it writes: the
+    test changes the cluster while the run goes on and reads what the workers committed."""
+
+    def __init__(self, executor, tmp_path):
+        self.log_path, self.finish_path = str(tmp_path / "log"), str(tmp_path / "finish")
+        self.outcome = {}
+        self.thread = threading.Thread(target=self._drive, args=(executor,), daemon=True)
+        self.thread.start()
+
+    def _drive(self, executor):
+        try:
+            self.outcome["results"] = executor.run(
+                elastic_train, args=(digits_path(), self.log_path, self.finish_path, 3000))
+        except BaseException as error:  # noqa: BLE001 - reported by the test thread
+            self.outcome["error"] = error
+
+    def failed(self):
+        return self.outcome.get("error") or (not self.thread.is_alive() and "run returned early")
+
+    def commits(self, size, after=0):
+        return [e for e in read_log(self.log_path)[after:] if e[0] == "commit" and e[4] == size]
+
+    def finish(self):
+        with open(self.finish_path, "w"):
+            pass
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "the run did not end after the finish flag"
+
+
 # Rank 0 lost too: the old rank 1 becomes rank 0 and the state comes from it.
 @pytest.mark.parametrize("victim_rank", [1, 0])
 def test_training_shrinks_when_a_node_goes_and_grows_when_one_comes(ray_cluster, tmp_path,
                                                                    victim_rank):
     import torch
     cluster, _ = ray_cluster
-    log_path, finish_path = str(tmp_path / "log"), str(tmp_path / "finish")
     executor = ElasticRayExecutor(
         ElasticRayExecutor.create_settings(timeout_s=60, elastic_timeout_s=60, reset_grace_s=3),
         min_workers=1, max_workers=2, cpus_per_worker=1)
     executor.start()
-    outcome = {}
-
-    def drive():
-        try:
-            outcome["results"] = executor.run(elastic_train,
-                                              args=(digits_path(), log_path, finish_path, 3000))
-        except BaseException as error:  # noqa: BLE001 - reported by the test thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=drive, daemon=True)
-    thread.start()
-
-    def failed():
-        return outcome.get("error") or (not thread.is_alive() and "run returned early")
-
+    training = TrainingRun(executor, tmp_path)
+    log_path, failed, commits = training.log_path, training.failed, training.commits
+    thread, outcome = training.thread, training.outcome
     try:
-        def commits(size, after=0):
-            return [e for e in read_log(log_path)[after:] if e[0] == "commit" and e[4] == size]
-
         wait_for("commits of two workers", lambda: len(commits(2)) >= 4, failed)
         # Remove the node of victim_rank; the other worker survives.
         running = {w["rank"]: w for w in executor.workers() if w["state"] == "running"}
@@ -152,10 +166,7 @@ def test_training_shrinks_when_a_node_goes_and_grows_when_one_comes(ray_cluster,
         wait_for("commits of two workers after the node came",
                  lambda: len({e[2] for e in commits(2, mark)}) == 2 and len(commits(2, mark)) >= 6,
                  failed)
-        with open(finish_path, "w"):
-            pass
-        thread.join(timeout=60)
-        assert not thread.is_alive(), "the run did not end after the finish flag"
+        training.finish()
     finally:
         if thread.is_alive():
             executor.shutdown()
@@ -192,31 +203,15 @@ def test_a_stopped_worker_is_killed_and_the_others_go_on(ray_cluster, tmp_path):
     it silent, and the driver kills it and re-forms without its node (before: every new world
     waited for it)."""
     import signal
-    log_path, finish_path = str(tmp_path / "log"), str(tmp_path / "finish")
     executor = ElasticRayExecutor(
         ElasticRayExecutor.create_settings(timeout_s=60, elastic_timeout_s=60, reset_grace_s=3,
                                            env={"RONDE_LIVENESS_TIMEOUT_SECONDS": "3"},
                                            verbose=0),
         min_workers=1, max_workers=2, cpus_per_worker=1)
     executor.start()
-    outcome = {}
-
-    def drive():
-        try:
-            outcome["results"] = executor.run(elastic_train,
-                                              args=(digits_path(), log_path, finish_path, 3000))
-        except BaseException as error:  # noqa: BLE001 - reported by the test thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=drive, daemon=True)
-    thread.start()
-
-    def failed():
-        return outcome.get("error") or (not thread.is_alive() and "run returned early")
-
-    def commits(size, after=0):
-        return [e for e in read_log(log_path)[after:] if e[0] == "commit" and e[4] == size]
-
+    training = TrainingRun(executor, tmp_path)
+    log_path, failed, commits = training.log_path, training.failed, training.commits
+    thread, outcome = training.thread, training.outcome
     stopped_pid = None
     try:
         wait_for("commits of two workers", lambda: len(commits(2)) >= 3, failed)
@@ -231,10 +226,7 @@ def test_a_stopped_worker_is_killed_and_the_others_go_on(ray_cluster, tmp_path):
         # The driver killed the stopped process (while the run goes on, not at its end).
         wait_for("the stopped worker's end", lambda: process_ended(stopped_pid), failed,
                  timeout=20)
-        with open(finish_path, "w"):
-            pass
-        thread.join(timeout=60)
-        assert not thread.is_alive(), "the run did not end after the finish flag"
+        training.finish()
     finally:
         if thread.is_alive():
             executor.shutdown()
