@@ -209,17 +209,21 @@ def test_member_names_are_the_general_paths():
 
 
 def test_process_set_and_a_removed_one():
-    every = hvd.add_process_set(list(range(hvd.size())))
+    if hvd.size() < 2:
+        pytest.skip("a set besides the global one needs two ranks (a duplicate is refused)")
+    members = list(range(hvd.size() - 1))
+    some = hvd.add_process_set(members)
     try:
-        outs = hvd.grouped_reducescatter([torch.ones(hvd.size(), 2)], name="set.scatter",
-                                         op=hvd.Sum, process_set=every)
-        assert outs[0].tolist() == [[float(hvd.size())] * 2]
-        gathered = hvd.allgather(torch.tensor([hvd.rank()]), process_set=every)
-        assert gathered.tolist() == list(range(hvd.size()))
+        if some.included():
+            outs = hvd.grouped_reducescatter([torch.ones(len(members), 2)], name="set.scatter",
+                                             op=hvd.Sum, process_set=some)
+            assert outs[0].tolist() == [[float(len(members))] * 2]
+            gathered = hvd.allgather(torch.tensor([hvd.rank()]), process_set=some)
+            assert gathered.tolist() == members
     finally:
-        hvd.remove_process_set(every)
+        hvd.remove_process_set(some)
     with pytest.raises(ValueError, match="is not registered"):
-        hvd.grouped_allgather_async([torch.ones(1)], name="removed", process_set=every)
+        hvd.grouped_allgather_async([torch.ones(1)], name="removed", process_set=some)
     hvd.synchronize(hvd.grouped_allgather_async([torch.ones(1)], name="removed"))  # name free
 
 

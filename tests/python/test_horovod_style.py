@@ -55,6 +55,8 @@ class HorovodStyleTests(unittest.TestCase):
     def test_unnamed_requests_are_numbered_from_zero_after_init(self):
         # Only rank 0 numbers an extra request in a set of its own. Without a fresh numbering
         # after shutdown/init, the next test's unnamed requests would differ on rank 0.
+        if hvd.size() < 2:
+            self.skipTest("alone, rank 0's set is the global one (a duplicate is refused)")
         alone = hvd.add_process_set([0])
         if hvd.rank() == 0:
             hvd.allreduce(torch.ones(1), process_set=alone)
@@ -62,10 +64,14 @@ class HorovodStyleTests(unittest.TestCase):
 
     def test_unnamed_requests_in_a_set_with_the_reused_id(self):
         # The previous test's set had id 1 and held rank 0 alone; this one has id 1 again.
-        every = hvd.add_process_set(list(range(hvd.size())))
-        self.assertEqual(every.process_set_id, 1)
-        handle = hvd.allreduce_async(torch.ones(2), op=hvd.Sum, process_set=every)
-        self.assertEqual(wait_for(handle).tolist(), [float(hvd.size())] * 2)
+        # (Not every rank: that is the global set, and a duplicate is refused.)
+        if hvd.size() < 2:
+            self.skipTest("needs a set besides the global one")
+        last = hvd.add_process_set([hvd.size() - 1])
+        self.assertEqual(last.process_set_id, 1)
+        if last.included():
+            handle = hvd.allreduce_async(torch.ones(2), op=hvd.Sum, process_set=last)
+            self.assertEqual(wait_for(handle).tolist(), [1.0] * 2)
 
     def test_allgather_uneven(self):
         t = torch.full((hvd.rank() + 1, 2), float(hvd.rank()))
@@ -142,7 +148,9 @@ class HorovodStyleTests(unittest.TestCase):
             self.assertTrue(torch.equal(row, everyone[0]))
 
     def test_process_sets_given_to_init_are_registered_again(self):
-        pair = hvd.ProcessSet([0, hvd.size() - 1] if hvd.size() > 1 else [0])
+        if hvd.size() < 2:
+            self.skipTest("alone, any set is the global one (a duplicate is refused)")
+        pair = hvd.ProcessSet([0, hvd.size() - 1] if hvd.size() > 2 else [1])
         hvd.shutdown()
         hvd.init(process_sets=[pair])
         self.assertEqual(pair.process_set_id, 1)

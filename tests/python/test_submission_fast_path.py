@@ -31,13 +31,14 @@ def _contribution(dtype, shape):
     return values.to(dtype)
 
 
-def _closed_form(dtype, shape, op, prescale=1.0, postscale=1.0):
-    ranks = [(_contribution_for(r, dtype, shape).double() * prescale) for r in range(hvd.size())]
+def _closed_form(dtype, shape, op, prescale=1.0, postscale=1.0, members=None):
+    members = list(range(hvd.size())) if members is None else members
+    ranks = [(_contribution_for(r, dtype, shape).double() * prescale) for r in members]
     stacked = torch.stack(ranks)
     if op == hvd.Sum:
         out = stacked.sum(0)
     elif op == hvd.Average:
-        out = stacked.sum(0) / hvd.size()
+        out = stacked.sum(0) / len(members)
     elif op == hvd.Min:
         out = stacked.min(0).values
     elif op == hvd.Max:
@@ -115,18 +116,23 @@ def test_unnamed_requests_share_the_numbering_of_the_other_allreduces():
     assert n.item() == hvd.size()
 
 
-def test_process_set_of_every_rank():
-    every = hvd.add_process_set(list(range(hvd.size())))
+def test_process_set_of_all_ranks_but_the_last():
+    # (Not every rank: that set is the global one, and Horovod refuses a duplicate.)
+    if hvd.size() < 2:
+        pytest.skip("a set besides the global one needs two ranks")
+    members = list(range(hvd.size() - 1))
+    some = hvd.add_process_set(members)
     try:
-        fast = _contribution(torch.float32, (3,))
-        hvd.synchronize(hvd.allreduce_async_(fast, op=hvd.Sum, process_set=every))
-        named = _contribution(torch.float32, (3,))
-        hvd.synchronize(hvd.allreduce_async_(named, name="fast.set", op=hvd.Max,
-                                             process_set=every))
-        assert torch.equal(fast, _closed_form(torch.float32, (3,), hvd.Sum))
-        assert torch.equal(named, _closed_form(torch.float32, (3,), hvd.Max))
+        if some.included():
+            fast = _contribution(torch.float32, (3,))
+            hvd.synchronize(hvd.allreduce_async_(fast, op=hvd.Sum, process_set=some))
+            named = _contribution(torch.float32, (3,))
+            hvd.synchronize(hvd.allreduce_async_(named, name="fast.set", op=hvd.Max,
+                                                 process_set=some))
+            assert torch.equal(fast, _closed_form(torch.float32, (3,), hvd.Sum, members=members))
+            assert torch.equal(named, _closed_form(torch.float32, (3,), hvd.Max, members=members))
     finally:
-        hvd.remove_process_set(every)
+        hvd.remove_process_set(some)
 
 
 def test_the_same_errors_as_the_general_path():
@@ -138,12 +144,15 @@ def test_the_same_errors_as_the_general_path():
         hvd.allreduce_async_(torch.ones(2), op=17, name="fast.op")
     with pytest.raises(ValueError, match="prescale must be a number"):
         hvd.allreduce_async_(torch.ones(2), prescale_factor="x", name="fast.scale")
-    removed = hvd.add_process_set(list(range(hvd.size())))
-    hvd.remove_process_set(removed)
-    with pytest.raises(ValueError, match="is not registered"):
-        hvd.allreduce_async_(torch.ones(2), name="fast.removed", process_set=removed)
+    names = ["fast.complex", "fast.both", "fast.op", "fast.scale"]
+    if hvd.size() > 1:  # a set besides the global one (a duplicate of it is refused)
+        removed = hvd.add_process_set([0])
+        hvd.remove_process_set(removed)
+        with pytest.raises(ValueError, match="is not registered"):
+            hvd.allreduce_async_(torch.ones(2), name="fast.removed", process_set=removed)
+        names.append("fast.removed")
     # Nothing refused above was left in flight: the names are free again.
-    for name in ("fast.complex", "fast.both", "fast.op", "fast.scale", "fast.removed"):
+    for name in names:
         hvd.synchronize(hvd.allreduce_async_(torch.ones(1), name=name))
 
 

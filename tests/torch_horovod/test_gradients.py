@@ -5,7 +5,7 @@ summed, so the gradient that reaches the output on rank r is weights_r:
   allgather: the average over ranks of the weights, this rank's rows;
   broadcast: the average over ranks of the weights on the root, zeros elsewhere;
   alltoall: the weights sent back along the received splits.
-reducescatter's gradient is in test_pending_fixes.py."""
+reducescatter's gradient is in test_horovod_semantics.py."""
 
 import torch
 

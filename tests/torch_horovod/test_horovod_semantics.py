@@ -1,6 +1,6 @@
 """Horovod 0.28.1's semantics that ronde once lacked (issue 37): reducescatter gradients,
-meta tensors refused, HorovodInternalError raised for a failed collective only, and unnamed
-requests meeting again after a join."""
+meta tensors refused, HorovodInternalError raised for a failed collective only, unnamed
+requests meeting again after a join, and a duplicate process set refused."""
 
 import torch
 
@@ -87,3 +87,19 @@ class JoinUnnamedTests(HorovodTestCase):
             out = hvd.allreduce(torch.ones(2), op=hvd.Sum)
             self.assertTrue(torch.equal(out, torch.full((2,), float(n))))
             self.assertEqual(hvd.allgather(torch.tensor([me])).tolist(), list(range(n)))
+
+
+class DuplicateProcessSetTests(HorovodTestCase):
+    """Found by this suite. Horovod's add_process_set refuses a set whose ranks equal those of
+    a registered set (the global one included): ValueError("Attempted to add a duplicate
+    process set"). ronde registered it under a new id."""
+
+    def test_duplicate_is_refused(self):
+        n = hvd.size()
+        first = hvd.add_process_set([0])
+        with self.assertRaises(ValueError):
+            hvd.add_process_set([0])
+        with self.assertRaises(ValueError):
+            hvd.add_process_set(list(range(n)))  # the global set's ranks
+        self.assertTrue(hvd.remove_process_set(first))
+        self.assertEqual(hvd.add_process_set([0]).process_set_id is not None, True)

@@ -2,7 +2,7 @@
 A joined rank adds zeros to every allreduce (Average still divides by the full size, as in
 Horovod: with identical inputs the result is tensor * (size - 1) / size); any other collective
 fails on the ranks still working; join returns, on every rank, the rank that joined last.
-Requests are named here: unnamed ones after a join are in test_pending_fixes.py."""
+Requests are named here: unnamed ones after a join are in test_horovod_semantics.py."""
 
 import itertools
 

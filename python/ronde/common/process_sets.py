@@ -51,6 +51,13 @@ def add_process_set(process_set):
         process_set = ProcessSet(process_set)
     if process_set.process_set_id is not None:
         raise ValueError("%r is registered already" % (process_set,))
+    # Horovod's rule: one set per list of ranks, the global set's included. Every rank holds the
+    # same registry, so every rank refuses alike (before anything reaches the runtime).
+    if process_set.ranks is not None:
+        taken = [list(range(_core.size()))] + [p.ranks for p in _registered]
+        if process_set.ranks in taken:
+            raise ValueError("Attempted to add a duplicate process set: ranks %s are a "
+                             "registered set already" % (process_set.ranks,))
     process_set.process_set_id = _core.add_process_set(process_set.ranks)
     _registered.append(process_set)
     return process_set
