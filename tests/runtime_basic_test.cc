@@ -152,8 +152,18 @@ TEST(Runtime, DuplicateNameInFlightIsAnImmediateError) {
         }
         first->wait();
         REQUIRE(t->as<float>()[0] == 2.0f, "dup result");
-        // Once complete, the name is free again.
-        auto again = rt->enqueue(allreduceOf("dup", t));
+        // Once complete, the name is free again. Rank 0's refused request left a notice that
+        // stands for its next request of the name (so that a peer's duplicate fails instead of
+        // waiting, docs/runtime.md); rank 0's own resubmission takes the notice's place. The
+        // barrier orders it: rank 1 submits only after rank 0's resubmission was negotiated
+        // (without it, a slow machine paired rank 1's request with the notice: TSan, once).
+        std::shared_ptr<Handle> again;
+        if (ctx.rank == 0) again = rt->enqueue(allreduceOf("dup", t));
+        Request order;
+        order.kind = RequestKind::kBarrier;
+        order.name = "dup.order";
+        rt->enqueue(order)->wait(std::chrono::seconds(60));
+        if (ctx.rank == 1) again = rt->enqueue(allreduceOf("dup", t));
         again->wait();
         REQUIRE(t->as<float>()[0] == 4.0f, "second dup result");
       });

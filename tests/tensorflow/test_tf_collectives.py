@@ -195,6 +195,19 @@ def test_join_barrier_and_objects():
     assert 0 <= last < n
 
 
+def test_unnamed_requests_meet_again_after_a_join():
+    # Every rank but 0 makes an unnamed allreduce that rank 0 skips (it joined); after the
+    # join every rank's unnamed requests must meet again (before, their counts differed).
+    n, r = hvd.size(), hvd.rank()
+    if r != 0:
+        out = hvd.allreduce(tf.constant([1.0]), op=hvd.Sum)
+        assert out.numpy().tolist() == [float(n - 1)]
+    hvd.join()
+    out = hvd.allreduce(tf.constant([1.0]), op=hvd.Sum)
+    assert out.numpy().tolist() == [float(n)]
+    assert hvd.allgather(tf.constant([r])).numpy().tolist() == list(range(n))
+
+
 def test_broadcast_variables_in_function(mode):
     r = hvd.rank()
     variables = [tf.Variable(rank_values(r)), tf.Variable(tf.fill([3], r))]

@@ -86,6 +86,12 @@ def broadcast_arrays(arrays, root, name):
     return [p.wait().reshape(a.shape) for p, a in zip(pending, arrays)]
 
 
+def _recoverable(error):
+    """A HorovodInternalError the reset loop recovers from: not a mismatch (the ranks
+    disagreeing is the script's bug, which every retry from the last commit repeats)."""
+    return isinstance(error, _RESET_ERRORS) and not isinstance(error, _core.MismatchError)
+
+
 def reset_error_in(error, translate=None):
     """The failure that the reset loop recovers from (a lost peer, an aborted communicator, a
     timeout) that `error` is or carries (as its __cause__ or __context__), as ronde's
@@ -96,11 +102,11 @@ def reset_error_in(error, translate=None):
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, _RESET_ERRORS):
+        if _recoverable(error):
             return error
         if translate is not None:
             found = translate(error)
-            if isinstance(found, _RESET_ERRORS):
+            if _recoverable(found):
                 return found
         error = error.__cause__ or error.__context__
     return None

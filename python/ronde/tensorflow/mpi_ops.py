@@ -330,8 +330,14 @@ def join():
     nops.check_initialized("join")
     if _ops is None:
         return numpy_path.join()
-    return compiled_ops.run(_ops.ronde_join, ordered=True,
+    last = compiled_ops.run(_ops.ronde_join, ordered=True,
                             tensor_name=_name("join", None, global_process_set))
+    if tf.executing_eagerly():
+        # The join completed on every rank (an eager op has run when it returns): unnamed
+        # requests number in step again, whatever calls a joined rank skipped. (In a graph,
+        # unnamed requests take the graph's unique names, which no count moves.)
+        nops.joined_all()
+    return last
 
 
 def barrier(process_set=global_process_set, name=None):
