@@ -197,6 +197,44 @@ TEST_P(RuntimeHangs, ADuplicateInFlightNameFailsOnEveryRankThatSubmittedIt) {
   });
 }
 
+// Rank 0 alone submits a name twice (refused: its notice takes its turn of the name); the
+// first completes with every rank's. Then rank 0 submits the name again and waits, while the
+// others wait in a barrier rank 0 never enters. Rank 0's request waits behind its notice for a
+// turn no peer will submit: the detector must see it, name it, and fail it with the rest, not
+// leave it waiting after the others were released.
+TEST_P(RuntimeHangs, ARequestWaitingBehindItsRanksRefusedDuplicateIsPartOfADeadlock) {
+  RankSpec spec;
+  spec.size = GetParam();
+  runRuntimeRanks(spec, detectorSettings(), [](std::unique_ptr<Runtime>& rt, RuntimeContext& ctx) {
+    ::freopen("/dev/null", "w", stderr);
+    std::shared_ptr<Handle> first;
+    if (ctx.rank == 0) {
+      first = rt->enqueue(allreduceOf("solo", filledFloats(2, 1.0f)));
+      bool refused = false;
+      try {
+        rt->enqueue(allreduceOf("solo", filledFloats(2, 1.0f)));
+      } catch (const Error& e) {
+        refused = e.code() == ErrorCode::kInvalidArgument;
+      }
+      REQUIRE(refused, "the duplicate was accepted");
+      ctx.store->setString("test/solo-refused", "1");
+    } else {
+      ctx.store->getString("test/solo-refused", kWait);
+      first = rt->enqueue(allreduceOf("solo", filledFloats(2, 1.0f)));
+    }
+    REQUIRE(errorOf(first).empty(), "the first 'solo' fails on rank " << ctx.rank);
+    auto h = ctx.rank == 0 ? rt->enqueue(allreduceOf("solo", filledFloats(2, 1.0f)))
+                           : rt->enqueue(barrierNamed("b.solo"));
+    ErrorCode code = ErrorCode::kInternal;
+    std::string error = errorOf(h, &code);
+    REQUIRE(code == ErrorCode::kMismatch, "rank " << ctx.rank << ": '" << error << "'");
+    REQUIRE(error.find("deadlock") != std::string::npos, error);
+    REQUIRE(error.find("rank 0 waits for allreduce 'solo'") != std::string::npos, error);
+    REQUIRE(error.find("refused duplicate") != std::string::npos, error);
+    stillWorks(rt, ctx, "after.solo");
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, RuntimeHangs, ::testing::Values(2, 3, 4),
                          [](const auto& info) { return "np" + std::to_string(info.param); });
 

@@ -223,7 +223,27 @@ TEST(RuntimeMismatch, ATensorIsInFlightOnceWhateverItsKindButAutomaticNamesNever
           REQUIRE(std::static_pointer_cast<HostTensor>(reduces[i].input)->as<float>()[1] == 4.0f,
                   "allreduce result");
         }
-        rt->enqueue(gather)->wait(std::chrono::seconds(30));  // free again once it completed
+        // Free again once it completed. Each refusal took its rank's turn of the name: the
+        // other rank's next request of it meets that turn and fails, whichever submits first;
+        // the turn after pairs the two ranks' requests again.
+        for (int checking = 0; checking < 2; ++checking) {
+          Request again = gather;
+          again.name = "allgather.t" + std::to_string(checking);
+          if (ctx.rank != checking) {
+            std::string error;
+            try {
+              rt->enqueue(again)->wait(std::chrono::seconds(30));
+            } catch (const Error& e) {
+              if (e.code() == ErrorCode::kInvalidArgument) error = e.what();
+            }
+            REQUIRE(error.find("submitted again on rank(s) " + std::to_string(checking)) !=
+                        std::string::npos,
+                    "the turn of rank " << checking << "'s refused request: '" << error << "'");
+          }
+          auto done = rt->enqueue(again);
+          done->wait(std::chrono::seconds(30));
+          REQUIRE(done->output()->numel() == 4, "allgather of 2 x 2 ranks");
+        }
 
         // Automatic names are numbered per kind: these are two tensors, both in flight.
         Request a = base(ctx.rank);

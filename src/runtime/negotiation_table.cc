@@ -24,16 +24,12 @@ void NegotiationTable::announce(int rank, Descriptor descriptor, Clock::time_poi
   RequestKey key{descriptor.process_set, descriptor.name};
   auto found = entries_.find(key);
   if (found != entries_.end()) {
-    std::optional<Descriptor>& mine = found->second.per_rank[static_cast<size_t>(rank)];
-    if (mine && mine->refused) {
-      // A notice waits for the rank's next request of the name; a real one, or another notice,
-      // takes its place (the rank did submit the name again).
-      mine = std::move(descriptor);
-      return;
-    }
-    if (mine) {
-      // A notice behind the rank's own waiting request (only a notice can be: a rank has one
-      // request of a name in flight): its turn comes when this entry is released.
+    if (found->second.per_rank[static_cast<size_t>(rank)]) {
+      // The rank's next request of a name it has one waiting for: a refusal notice behind its
+      // real request, or its real request behind a notice. A notice counts as the rank's turn
+      // of that name (the peers' request of the same turn fails with it), so whichever came
+      // first, the later one waits for the next turn. Deterministic: taking the notice's
+      // place instead made a peer's request meet either, as the race went.
       deferred_[key].push_back({rank, std::move(descriptor), now});
       return;
     }
@@ -221,9 +217,11 @@ std::string NegotiationTable::refusalError(const std::vector<std::optional<Descr
   if (refused.empty()) return "";
   return "request '" + name + "': submitted again on rank(s) " + refused +
          " while the earlier request of that name was still in flight there (one request per "
-         "name may be in flight on a rank); so it fails on every rank that submitted it" +
-         (accepted.empty() ? std::string() : " (here also on rank(s) " + accepted +
-                                                 ", where the earlier one had completed)");
+         "name may be in flight on a rank); the refused request took its turn of the name, so "
+         "this turn fails on every rank" +
+         (accepted.empty() ? std::string()
+                           : " (on rank(s) " + accepted + " too, whose request of this turn was "
+                                                          "accepted)");
 }
 
 std::string NegotiationTable::deadlockReport(const ProcessSets& sets) const {
@@ -256,6 +254,15 @@ std::string NegotiationTable::deadlockReport(const ProcessSets& sets) const {
       if (!entry.per_rank[r] || entry.per_rank[r]->refused) continue;  // nobody waits on a notice
       per_rank[r] += (per_rank[r].empty() ? "rank " + std::to_string(r) + " " : "; and ") + what;
     }
+    auto behind = deferred_.find(key);
+    if (behind == deferred_.end()) continue;
+    for (const Deferred& d : behind->second) {
+      if (d.descriptor.refused) continue;
+      auto r = static_cast<size_t>(d.rank);
+      per_rank[r] += (per_rank[r].empty() ? "rank " + std::to_string(r) + " " : "; and ") +
+                     what + " (its refused duplicate of the name took a turn, which they " +
+                     "must submit for this one's to come)";
+    }
   }
   std::string report;
   for (const std::string& line : per_rank) {
@@ -266,11 +273,24 @@ std::string NegotiationTable::deadlockReport(const ProcessSets& sets) const {
 
 std::vector<Response> NegotiationTable::failAll(const ProcessSets& sets, const std::string& error,
                                                 ErrorCode code) {
+  std::vector<Response> out;
+  // What waited behind a failed request (its rank's next turn of the name) waits in the same
+  // deadlock: it fails too, round after round, until nothing is left.
+  while (!entries_.empty()) {
+    failEntries(sets, error, code, out);
+    std::vector<RequestKey> behind;
+    for (const auto& [key, d] : deferred_) behind.push_back(key);
+    for (const RequestKey& key : behind) announceDeferred(key);
+  }
+  return out;
+}
+
+void NegotiationTable::failEntries(const ProcessSets& sets, const std::string& error,
+                                   ErrorCode code, std::vector<Response>& out) {
   std::vector<std::map<RequestKey, Entry>::iterator> order;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) order.push_back(it);
   std::sort(order.begin(), order.end(),
             [](const auto& a, const auto& b) { return a->second.seq < b->second.seq; });
-  std::vector<Response> out;
   for (auto& it : order) {
     Response response;
     response.key = it->first;
@@ -289,11 +309,6 @@ std::vector<Response> NegotiationTable::failAll(const ProcessSets& sets, const s
   // A join among them failed too: its ranks are active again, as after a completed join.
   std::fill(joined_.begin(), joined_.end(), false);
   last_joined_ = -1;
-  // What waited behind the failed requests is announced now, as the next of its name.
-  std::vector<RequestKey> behind;
-  for (const auto& [key, d] : deferred_) behind.push_back(key);
-  for (const RequestKey& key : behind) announceDeferred(key);
-  return out;
 }
 
 std::vector<NegotiationTable::Waiting> NegotiationTable::waiting(const ProcessSets& sets) const {

@@ -37,7 +37,8 @@ class NegotiationTable {
   // ("rank 0 waits in barrier 'barrier', which rank 1 never entered; rank 1 waits for ...").
   std::string deadlockReport(const ProcessSets& sets) const;
   // Removes every request, each failing with `error` on the ranks that submitted it, in
-  // announcement order; a pending join fails too and no rank counts as joined afterwards.
+  // announcement order, and then those that waited behind them for their next turn of a
+  // name; a pending join fails too and no rank counts as joined afterwards.
   std::vector<Response> failAll(const ProcessSets& sets, const std::string& error,
                                 ErrorCode code);
 
@@ -63,14 +64,18 @@ class NegotiationTable {
   // all wait while every member announced one of them.
   std::map<RequestKey, std::string> nameConflicts(const ProcessSets& sets) const;
 
-  // Announcements of a name by a rank that already has one waiting (after a refusal notice),
-  // in arrival order; announced when the entry before them is released.
+  // Announcements of a name by a rank that already has one waiting (a refusal notice and its
+  // real request, in either order), in arrival order; announced when the entry before them
+  // is released.
   struct Deferred {
     int rank;
     Descriptor descriptor;
     Clock::time_point since;
   };
   void announceDeferred(const RequestKey& key);
+  // One round of failAll: the entries now in the table.
+  void failEntries(const ProcessSets& sets, const std::string& error, ErrorCode code,
+                   std::vector<Response>& out);
   // Non-empty when some rank's announcement is a refusal notice: the error for all of them.
   static std::string refusalError(const std::vector<std::optional<Descriptor>>& per_rank);
 

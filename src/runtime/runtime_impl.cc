@@ -521,6 +521,16 @@ bool RuntimeImpl::runCycle() {
 }
 
 void RuntimeImpl::execute(std::vector<Response>& responses) {
+  // A response to this rank's refusal notice has no request here (a pending one of that
+  // name, if any, is the rank's next turn, still to be negotiated or in this same batch after
+  // a deadlock): it is an error everywhere, run by no collective, so this rank drops it.
+  responses.erase(std::remove_if(responses.begin(), responses.end(),
+                                 [this](const Response& r) {
+                                   const auto& mine =
+                                       r.agreement->per_rank[static_cast<size_t>(rank_)];
+                                   return mine && mine->refused;
+                                 }),
+                  responses.end());
   if (responses.empty()) return;
   auto ready_at = Clock::now();
   if (timeline_) {
@@ -537,15 +547,7 @@ void RuntimeImpl::execute(std::vector<Response>& responses) {
                       ready_at, args);
     }
   }
-  // A response whose announcement from this rank was a refusal notice has no request here
-  // (a pending one of that name is the next, still to be negotiated).
-  std::set<RequestKey> refused_here;
-  for (const Response& r : responses) {
-    const auto& mine = r.agreement->per_rank[static_cast<size_t>(rank_)];
-    if (mine && mine->refused) refused_here.insert(r.key);
-  }
-  auto lookup = [this, &refused_here](const RequestKey& key) -> LocalRequest* {
-    if (!refused_here.empty() && refused_here.count(key)) return nullptr;
+  auto lookup = [this](const RequestKey& key) -> LocalRequest* {
     auto it = pending_.find(key);
     return it == pending_.end() ? nullptr : &it->second;
   };
