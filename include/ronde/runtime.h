@@ -108,7 +108,8 @@ struct Request {
   // kernels. It runs on the runtime's thread (or on the thread that shuts the runtime down)
   // with no runtime lock held, so it may submit requests; it must return quickly and never
   // wait for another request, whose completion that thread would otherwise never reach. What
-  // it throws is logged and dropped.
+  // it throws is logged and dropped. Until it runs, the request counts as waited on (the
+  // framework waits for it) for the deadlock detector, as a thread blocked in wait() does.
   std::function<void(Handle& done)> on_done;
 };
 

@@ -5,6 +5,23 @@
 
 namespace ronde::runtime {
 
+HandleImpl::HandleImpl(OnDone on_done, std::shared_ptr<std::atomic<int>> blocked)
+    : on_done_(std::move(on_done)), blocked_(std::move(blocked)) {
+  if (on_done_ && blocked_) {
+    blocked_->fetch_add(1, std::memory_order_relaxed);
+    callback_waits_ = true;
+  }
+}
+
+// A request refused at submission never completes: its count goes with it.
+HandleImpl::~HandleImpl() { releaseCallbackWait(); }
+
+void HandleImpl::releaseCallbackWait() {
+  if (!callback_waits_) return;
+  callback_waits_ = false;
+  blocked_->fetch_sub(1, std::memory_order_relaxed);
+}
+
 bool HandleImpl::poll() { return done_.load(std::memory_order_acquire); }
 
 void HandleImpl::wait(Duration timeout) {
@@ -62,6 +79,7 @@ void HandleImpl::fail(std::exception_ptr error) {
 
 void HandleImpl::notifyDone() {
   done_cv_.notify_all();
+  releaseCallbackWait();
   if (!on_done_) return;
   OnDone on_done = std::move(on_done_);  // whatever it holds is released here, once
   try {

@@ -17,9 +17,12 @@ class HandleImpl final : public Handle {
   using OnDone = std::function<void(Handle& done)>;
   // `blocked` (optional, shared with the runtime) counts the threads waiting in wait() on
   // an unfinished request: the deadlock detector's sign that a rank can submit nothing more.
+  // A request completed through `on_done` (a TensorFlow asynchronous kernel) counts as
+  // waited on from the start until it completes: no thread sleeps in wait(), but the
+  // framework's executor, and the thread that runs the step, wait for the callback.
   explicit HandleImpl(OnDone on_done = nullptr,
-                      std::shared_ptr<std::atomic<int>> blocked = nullptr)
-      : on_done_(std::move(on_done)), blocked_(std::move(blocked)) {}
+                      std::shared_ptr<std::atomic<int>> blocked = nullptr);
+  ~HandleImpl() override;
 
   bool poll() override;
   void wait(Duration timeout) override;
@@ -34,7 +37,13 @@ class HandleImpl final : public Handle {
  private:
   void notifyDone();
 
+  // Releases the count taken for a request waited on through its callback (once).
+  void releaseCallbackWait();
+
   OnDone on_done_;  // touched only by the one call of succeed() or fail() that completes
+  // Whether this handle holds one count of `blocked_` for its callback; touched by the
+  // constructor, the one completing call and the destructor, never concurrently.
+  bool callback_waits_ = false;
   const std::shared_ptr<std::atomic<int>> blocked_;
   std::mutex mutex_;
   std::condition_variable done_cv_;
