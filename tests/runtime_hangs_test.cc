@@ -197,6 +197,44 @@ TEST_P(RuntimeHangs, ADuplicateInFlightNameFailsOnEveryRankThatSubmittedIt) {
   });
 }
 
+// The same, with a group of two submitted twice (grouped_allreduce_async in a loop without
+// synchronizing): a refused group announces a notice per member.
+TEST_P(RuntimeHangs, ADuplicateInFlightGroupFailsOnEveryRankThatSubmittedIt) {
+  RankSpec spec;
+  spec.size = GetParam();
+  runRuntimeRanks(spec, runtimeTestSettings(), [](std::unique_ptr<Runtime>& rt,
+                                                  RuntimeContext& ctx) {
+    ::freopen("/dev/null", "w", stderr);
+    auto group = [](const std::string& name) {
+      return std::vector<Request>{allreduceOf(name + ".a", filledFloats(2, 1.0f)),
+                                  allreduceOf(name + ".b", filledFloats(2, 1.0f))};
+    };
+    for (int round = 0; round < 6; ++round) {
+      const std::string name = "gdup." + std::to_string(round);
+      const std::string rank0_done = "test/gdup-rank0/" + std::to_string(round);
+      if (ctx.rank != 0) ctx.store->getString(rank0_done, kWait);
+      auto first = rt->enqueueGroup(group(name));
+      if (ctx.rank != 0 && round % 2 == 1) {
+        for (auto& h : first) h->wait(kWait);
+      }
+      std::string errors;
+      try {
+        for (auto& h : rt->enqueueGroup(group(name))) {
+          std::string error = errorOf(h);  // accepted: the first completed here
+          if (error.find("in flight") != std::string::npos) errors += "x";
+        }
+      } catch (const Error& e) {
+        if (e.code() == ErrorCode::kInvalidArgument) errors = "xx";
+      }
+      if (ctx.rank == 0) ctx.store->setString(rank0_done, "1");
+      REQUIRE(errors == "xx", "round " << round << ", rank " << ctx.rank << ": "
+                                        << errors.size() << " of 2 members failed");
+      for (auto& h : first) REQUIRE(errorOf(h).empty(), "round " << round << ": the first");
+      stillWorks(rt, ctx, "gafter." + std::to_string(round));
+    }
+  });
+}
+
 // Rank 0 alone submits a name twice (refused: its notice takes its turn of the name); the
 // first completes with every rank's. Then rank 0 submits the name again and waits, while the
 // others wait in a barrier rank 0 never enters. Rank 0's request waits behind its notice for a

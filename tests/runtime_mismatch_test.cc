@@ -259,7 +259,9 @@ TEST(RuntimeMismatch, ATensorIsInFlightOnceWhateverItsKindButAutomaticNamesNever
 }
 
 // A group is taken whole or not at all: a name twice in it, or a member named as a request
-// in flight, refuses the group, and the members' names are free again afterwards.
+// in flight, refuses the group, and the members' names are free again afterwards. A group
+// refused for a request in flight takes this rank's turn of each member's name (as one
+// refused request does): a peer that accepted the same group fails instead of waiting.
 TEST(RuntimeMismatch, ARefusedGroupLeavesNoMemberInFlight) {
   RankSpec spec;
   spec.size = 2;
@@ -299,6 +301,22 @@ TEST(RuntimeMismatch, ARefusedGroupLeavesNoMemberInFlight) {
           held = rt->enqueue(member("g.held"));
         }
         held->wait(std::chrono::seconds(30));
+        // Rank 1 submits the group rank 0 refused, after its own g.held completed: accepted
+        // here, it meets the notices rank 0's refusal announced for each member (their turn
+        // of the names) and fails whole instead of waiting for rank 0 forever.
+        if (ctx.rank == 1) {
+          std::string errors;
+          for (const auto& h : rt->enqueueGroup({member("g.c"), member("g.d"), member("g.held")})) {
+            try {
+              h->wait(std::chrono::seconds(30));
+            } catch (const Error& e) {
+              if (e.code() == ErrorCode::kInvalidArgument &&
+                  std::string(e.what()).find("submitted again on rank(s) 0") != std::string::npos)
+                errors += "x";
+            }
+          }
+          REQUIRE(errors == "xxx", "members failed by rank 0's notices: " << errors.size());
+        }
         // Every name of the refused groups is free: the same members run as one group.
         std::vector<Request> again = {member("g.a"), member("g.b"), member("g.c"), member("g.d")};
         std::vector<std::shared_ptr<Tensor>> tensors;

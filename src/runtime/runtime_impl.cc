@@ -256,8 +256,25 @@ std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
   // taken so far are given back (remade: the moved ones are gone), so nothing was submitted.
   for (size_t i = 0; i < locals.size(); ++i) {
     if (in_flight_.insert(std::move(tensor_keys[i])).second) continue;
-    for (size_t j = 0; j < i; ++j) in_flight_.erase(tensorKey(locals[j].descriptor));
     const RequestKey key = tensorKey(locals[i].descriptor);
+    bool twice_in_group = false;
+    for (size_t j = 0; j < i; ++j) {
+      RequestKey member = tensorKey(locals[j].descriptor);
+      twice_in_group = twice_in_group || member == key;
+      in_flight_.erase(member);
+    }
+    // Refused because an earlier request is in flight: as for one request, each member's
+    // notice takes this rank's turn of its name, so that peers which accepted the group
+    // (theirs had completed) fail instead of waiting. A group naming a tensor twice is
+    // malformed wherever it is built: no peer waits for it.
+    if (!twice_in_group) {
+      for (const LocalRequest& member : locals) {
+        Descriptor notice = member.descriptor;
+        notice.refused = true;
+        refused_.push_back(std::move(notice));
+      }
+      wakeLocked(lock);
+    }
     throwInFlight(locals[i].descriptor, key);
   }
   for (LocalRequest& local : locals) {
