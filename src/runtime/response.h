@@ -14,6 +14,11 @@ namespace ronde::runtime {
 
 using RequestKey = std::pair<int32_t, std::string>;  // process set, name
 
+// What names a request among the in-flight ones: its tensor, whatever kind it is submitted as.
+inline RequestKey tensorKey(const Descriptor& d) {
+  return {d.process_set, tensorName(d.name, d.kind)};
+}
+
 // For the hashed containers keyed by request: the runtime's in-flight names and pending requests.
 struct RequestKeyHash {
   size_t operator()(const RequestKey& key) const noexcept {

@@ -16,7 +16,9 @@ void RuntimeImpl::failEverything(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!fatal_) fatal_ = error;
     stopped_ = true;
-    for (LocalRequest& r : incoming_) victims.push_back(r.handle);
+    for (LocalRequest& r : incoming_) {
+      if (r.handle) victims.push_back(r.handle);  // refusal notices have none
+    }
     incoming_.clear();
     in_flight_.clear();
   }
@@ -28,6 +30,7 @@ void RuntimeImpl::failEverything(std::exception_ptr error) {
   for (auto& [key, r] : pending_) victims.push_back(r.handle);
   pending_.clear();
   to_announce_.clear();
+  notices_.clear();
   for (auto& handle : victims) handle->fail(error);
 }
 

@@ -19,9 +19,6 @@ std::exception_ptr abortedError(const std::string& why) {
   return std::make_exception_ptr(Error(ErrorCode::kAborted, why));
 }
 
-// What names a request among the in-flight ones: its tensor, whatever kind it is submitted as.
-RequestKey tensorKey(const Descriptor& d) { return {d.process_set, tensorName(d.name, d.kind)}; }
-
 // Horovod's name for a request type in its timeline (Request::RequestType_Name): tools that read
 // Horovod's timelines look for NEGOTIATE_ALLREDUCE, ALLREDUCE, ADASUM and the rest.
 std::string timelineOpName(const Descriptor& d) {
@@ -154,149 +151,6 @@ bool RuntimeImpl::isInitialized() const {
   return !shut_down_ && !stopped_;
 }
 
-void RuntimeImpl::throwUnusable() const {
-  if (fatal_) std::rethrow_exception(fatal_);
-  throw Error(ErrorCode::kAborted, "the runtime was shut down");
-}
-
-LocalRequest RuntimeImpl::prepare(Request request, Clock::time_point now) {
-  if (request.kind == RequestKind::kJoin) {
-    if (request.name.empty()) request.name = "join";
-    if (request.process_set != 0) {
-      throw makeError(ErrorCode::kInvalidArgument, "join '", request.name,
-                      "': join spans all ranks");
-    }
-  }
-  if (request.kind == RequestKind::kBarrier && request.name.empty()) request.name = "barrier";
-  auto members = sets_.ranks(request.process_set);
-  if (!members) {
-    throw makeError(ErrorCode::kInvalidArgument, "request '", request.name, "': process set ",
-                    request.process_set, " does not exist");
-  }
-  Descriptor d = describeRequest(request, *members, rank_);
-  std::shared_ptr<ReadyEvent> ready;
-  if (request.input && request.input->device().kind == Device::Kind::kCuda)
-    ready = devices_.ops(request.input->device()).markReady(request.stream);
-  auto handle = std::make_shared<HandleImpl>(std::move(request.on_done), blocked_threads_);
-  return LocalRequest{std::move(request), std::move(d), std::move(handle), now, -1,
-                      std::move(ready)};
-}
-
-// The hot path of every gradient hook: one request, no vectors, one lookup of the in-flight
-// set (submitDescribed is the general form, for groups).
-std::shared_ptr<Handle> RuntimeImpl::enqueue(Request request) {
-  LocalRequest local = prepare(std::move(request), Clock::now());
-  RequestKey key = tensorKey(local.descriptor);
-  std::shared_ptr<HandleImpl> handle = local.handle;
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
-  if (in_flight_.count(key)) {
-    // The peers may have accepted theirs (their earlier request already completed): the
-    // notice makes the request fail there too, instead of waiting for this rank forever.
-    Descriptor notice = local.descriptor;
-    notice.refused = true;
-    refused_.push_back(std::move(notice));
-    wakeLocked(lock);
-    throwInFlight(local.descriptor, key);
-  }
-  in_flight_.insert(std::move(key));
-  incoming_.push_back(std::move(local));
-  wakeLocked(lock);
-  return handle;
-}
-
-std::vector<std::shared_ptr<Handle>> RuntimeImpl::enqueueGroup(std::vector<Request> requests) {
-  if (requests.empty()) return {};
-  std::vector<LocalRequest> locals;
-  locals.reserve(requests.size());
-  auto now = Clock::now();
-  const std::string group = requests[0].name;
-  const int group_set = requests[0].process_set;
-  for (Request& request : requests) {
-    if (request.kind == RequestKind::kJoin)
-      throw makeError(ErrorCode::kInvalidArgument, "join cannot be grouped");
-    if (request.process_set != group_set) {
-      throw makeError(ErrorCode::kInvalidArgument, "group '", group,
-                      "': all requests of a group belong to one process set");
-    }
-    LocalRequest& local = locals.emplace_back(prepare(std::move(request), now));
-    local.descriptor.group = group;
-    local.descriptor.group_size = static_cast<int32_t>(requests.size());
-  }
-  return submitDescribed(std::move(locals));
-}
-
-void RuntimeImpl::throwInFlight(const Descriptor& d, const RequestKey& key) const {
-  std::string also =
-      key.second == d.name ? "" : " (or its tensor '" + key.second + "' as any kind)";
-  throw makeError(ErrorCode::kInvalidArgument, "a request named '", d.name, "'", also,
-                  key.first ? " in process set " + std::to_string(key.first) : std::string(),
-                  " is already in flight on rank ", rank_);
-}
-
-void RuntimeImpl::wakeLocked(std::unique_lock<std::mutex>& lock) {
-  // Only the first request into a sleeping loop pays for the wake-up.
-  const bool wake = sleeping_;
-  sleeping_ = false;
-  lock.unlock();
-  if (wake) wake_.notify_one();
-}
-
-std::vector<std::shared_ptr<Handle>> RuntimeImpl::submitDescribed(
-    std::vector<LocalRequest> locals) {
-  std::vector<std::shared_ptr<Handle>> handles;
-  handles.reserve(locals.size());
-  // The keys are made before taking the lock, once each.
-  std::vector<RequestKey> tensor_keys;
-  tensor_keys.reserve(locals.size());
-  for (const LocalRequest& r : locals) tensor_keys.push_back(tensorKey(r.descriptor));
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (stopped_ || shut_down_ || stop_requested_) throwUnusable();
-  // Taken one by one, which also finds a name twice in the group; on a refusal the keys
-  // taken so far are given back (remade: the moved ones are gone), so nothing was submitted.
-  for (size_t i = 0; i < locals.size(); ++i) {
-    if (in_flight_.insert(std::move(tensor_keys[i])).second) continue;
-    const RequestKey key = tensorKey(locals[i].descriptor);
-    bool twice_in_group = false;
-    for (size_t j = 0; j < i; ++j) {
-      RequestKey member = tensorKey(locals[j].descriptor);
-      twice_in_group = twice_in_group || member == key;
-      in_flight_.erase(member);
-    }
-    // Refused because an earlier request is in flight: as for one request, each member's
-    // notice takes this rank's turn of its name, so that peers which accepted the group
-    // (theirs had completed) fail instead of waiting. A group naming a tensor twice is
-    // malformed wherever it is built: no peer waits for it.
-    if (!twice_in_group) {
-      for (const LocalRequest& member : locals) {
-        Descriptor notice = member.descriptor;
-        notice.refused = true;
-        refused_.push_back(std::move(notice));
-      }
-      wakeLocked(lock);
-    }
-    throwInFlight(locals[i].descriptor, key);
-  }
-  for (LocalRequest& local : locals) {
-    handles.push_back(local.handle);
-    incoming_.push_back(std::move(local));
-  }
-  wakeLocked(lock);
-  return handles;
-}
-
-std::vector<int64_t> RuntimeImpl::runInternal(Descriptor d) {
-  auto handle = std::make_shared<HandleImpl>(nullptr, blocked_threads_);
-  Request request;
-  request.kind = RequestKind::kBarrier;
-  request.name = d.name;
-  std::vector<LocalRequest> one;
-  one.push_back(LocalRequest{std::move(request), std::move(d), handle, Clock::now(), -1, nullptr});
-  submitDescribed(std::move(one));
-  handle->wait(Duration::max());
-  return handle->result();
-}
-
 void RuntimeImpl::startTimeline(const std::string& path, bool mark_cycles) {
   std::unique_ptr<Timeline> timeline;
   if (rank_ == 0) timeline = std::make_unique<Timeline>(path, mark_cycles);  // throws kIo here
@@ -390,18 +244,25 @@ void RuntimeImpl::backgroundLoop() {
 void RuntimeImpl::drainIncoming() {
   // The two vectors trade places and both keep their capacity, so that callers append
   // without reallocating once a step's number of requests has been seen.
-  std::vector<Descriptor> refused;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     draining_.swap(incoming_);
-    if (!refused_.empty()) refused.swap(refused_);
   }
   // A group (enqueued at once, so drained at once) waits on the cache only if every member
-  // can; the caches of all ranks hold the same slots, so every rank decides the same.
+  // can; the caches of all ranks hold the same slots, so every rank decides the same. A
+  // request after a refusal notice of its name goes the full way: on the cached path it could
+  // pair with a peer's request of the turn the notice took, before the notice reached the
+  // table.
   std::set<std::pair<int32_t, std::string>> full_groups;
+  std::set<RequestKey> noticed;
   for (LocalRequest& r : draining_) {
-    const int slot = cache_.find({r.descriptor.process_set, r.descriptor.name});
-    const bool cached = slot >= 0 && !table_.announced(r.descriptor) &&
+    RequestKey key{r.descriptor.process_set, r.descriptor.name};
+    if (r.descriptor.refused) {
+      noticed.insert(std::move(key));
+      continue;
+    }
+    const int slot = cache_.find(key);
+    const bool cached = slot >= 0 && !noticed.count(key) && !table_.announced(r.descriptor) &&
                         cache_.matches(slot, rank_, r.descriptor);
     r.cache_slot = cached ? slot : -1;
     if (!cached && !r.descriptor.group.empty())
@@ -409,6 +270,14 @@ void RuntimeImpl::drainIncoming() {
   }
   for (LocalRequest& r : draining_) {
     RequestKey key{r.descriptor.process_set, r.descriptor.name};
+    if (r.descriptor.refused) {
+      // The notice takes the turn after this rank's pending request of the name (submitted
+      // before it): that one must reach the table first, so it leaves the cached path now.
+      auto it = pending_.find(key);
+      if (it != pending_.end()) announceInFull(key, it->second);
+      notices_.push_back({to_announce_.size(), std::move(r.descriptor)});
+      continue;
+    }
     if (!r.descriptor.group.empty() &&
         full_groups.count({r.descriptor.process_set, r.descriptor.group}))
       r.cache_slot = -1;
@@ -416,14 +285,6 @@ void RuntimeImpl::drainIncoming() {
     pending_.emplace(std::move(key), std::move(r));
   }
   draining_.clear();
-  // A notice stands for the request after this rank's pending one of that name: that one must
-  // reach the table first, so it leaves the cached path now and is announced before it.
-  for (Descriptor& notice : refused) {
-    RequestKey key{notice.process_set, notice.name};
-    auto it = pending_.find(key);
-    if (it != pending_.end()) announceInFull(key, it->second);
-    notices_.push_back(std::move(notice));
-  }
 }
 
 void RuntimeImpl::announceInFull(const RequestKey& key, LocalRequest& r) {

@@ -130,12 +130,12 @@ class RuntimeImpl final : public Runtime {
   std::mutex shutdown_mutex_;  // one shutdown() at a time
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::vector<LocalRequest> incoming_;  // guarded by mutex_
+  // Guarded by mutex_. Refusal notices (Descriptor::refused, no handle) of requests refused as
+  // already in flight are queued here too, in submission order with the requests: a notice
+  // takes its rank's turn of a name between the requests before and after it.
+  std::vector<LocalRequest> incoming_;
   // Guarded by mutex_; (process set, tensorName()). Hashed: every enqueue looks its name up.
   std::unordered_set<RequestKey, RequestKeyHash> in_flight_;
-  // Guarded by mutex_: refusal notices of requests enqueue() refused as already in flight, for
-  // the next negotiation (Descriptor::refused).
-  std::vector<Descriptor> refused_;
   bool stop_requested_ = false;         // guarded by mutex_
   bool sleeping_ = false;               // guarded by mutex_: the loop waits for work
   bool stopped_ = false;                // guarded by mutex_: the background thread ended
@@ -162,7 +162,14 @@ class RuntimeImpl final : public Runtime {
   // order: what is announced is ordered by the gathered messages, the same on every rank.
   std::unordered_map<RequestKey, LocalRequest, RequestKeyHash> pending_;
   std::vector<RequestKey> to_announce_;
-  std::vector<Descriptor> notices_;  // refusal notices, announced after to_announce_
+  // Refusal notices, each announced before to_announce_[first] (the requests drained after it).
+  struct Notice {
+    size_t before;
+    Descriptor descriptor;
+  };
+  std::vector<Notice> notices_;
+  // Queues a refusal notice of `d` (mutex_ held).
+  void queueNoticeLocked(const Descriptor& d);
   NegotiationTable table_;
   ResponseCache cache_;
   Executor executor_;

@@ -66,14 +66,19 @@ void RuntimeImpl::exchangeAnnouncements(uint8_t flags, std::vector<Response>* re
   WireWriter writer;
   writer.u8(flags);
   if (rank_ == 0) writeKnobs(writer);
+  // In submission order: each refusal notice between the requests drained before and after
+  // it (a notice takes its rank's turn of a name; the table orders turns by arrival).
   std::vector<const Descriptor*> announce;
-  for (const RequestKey& key : to_announce_) {
-    auto it = pending_.find(key);
+  auto notice = notices_.begin();
+  for (size_t i = 0; i <= to_announce_.size(); ++i) {
+    for (; notice != notices_.end() && notice->before <= i; ++notice)
+      announce.push_back(&notice->descriptor);
+    if (i == to_announce_.size()) break;
+    auto it = pending_.find(to_announce_[i]);
     if (it != pending_.end()) announce.push_back(&it->second.descriptor);
   }
-  writer.i32(static_cast<int32_t>(announce.size() + notices_.size()));
+  writer.i32(static_cast<int32_t>(announce.size()));
   for (const Descriptor* d : announce) writer.descriptor(*d);
-  for (const Descriptor& d : notices_) writer.descriptor(d);
   to_announce_.clear();
   notices_.clear();
 
