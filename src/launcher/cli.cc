@@ -263,11 +263,21 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
         options->num_ranks_given = true;
       },
       "Number of ranks to start (also -np)");
-  run->add_option("-H,--hosts", options->hosts,
-                  "Hosts and their slots: host1:2,host2:4 (default localhost:NP)")
+  run->add_option_function<std::string>(
+         "-H,--hosts",
+         [options](const std::string& hosts) {
+           options->hosts = hosts;
+           options->hosts_given = true;
+         },
+         "Hosts and their slots: host1:2,host2:4 (default localhost:NP)")
       ->group("Hosts");
-  run->add_option("--hostfile", options->hostfile,
-                  "File with one host per line: 'host slots=N' (also -hostfile)")
+  run->add_option_function<std::string>(
+         "--hostfile",
+         [options](const std::string& path) {
+           options->hostfile = path;
+           options->hostfile_given = true;
+         },
+         "File with one host per line: 'host slots=N' (also -hostfile)")
       ->group("Hosts");
   run->add_option("-p,--ssh-port", options->ssh_port, "ssh port on all hosts")
       ->check(CLI::Range(1, 65535))

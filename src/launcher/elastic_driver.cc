@@ -24,6 +24,7 @@
 #include "launcher/signal_watcher.h"
 #include "launcher/ssh.h"
 #include "launcher/worker_env.h"
+#include "launcher/worker_settings_check.h"
 #include "rendezvous/elastic_assignment.h"
 #include "runtime/liveness_monitor.h"
 #include "ronde/errors.h"
@@ -134,7 +135,7 @@ int ElasticDriver::run() {
     report("no command given: ronde run -np N --host-discovery-script S COMMAND ...");
     return kExitBadInput;
   }
-  if (!options_.hosts.empty() || !options_.hostfile.empty()) {
+  if (options_.hosts_given || options_.hostfile_given) {
     report("give -H/--hostfile or --host-discovery-script, not both");
     return kExitBadInput;
   }
@@ -157,11 +158,18 @@ int ElasticDriver::run() {
     return kExitBadInput;
   }
   try {
+    EnvList variables = options_.settings;  // then -x's, which win, as spawn() adds them
+    const EnvList passed = resolvePassedVariables(
+        options_.env_requests, [](const std::string& n) { return std::getenv(n.c_str()); });
+    variables.insert(variables.end(), passed.begin(), passed.end());
+    checkJobSettings(variables);
     checkDiscoveryScript(elastic_.discovery_script);
     startJobStore();
   } catch (const Error& error) {
     report(error.what());
-    return error.code() == ErrorCode::kInvalidArgument ? kExitBadInput : 1;
+    const bool bad_input =
+        error.code() == ErrorCode::kInvalidArgument || error.code() == ErrorCode::kConfig;
+    return bad_input ? kExitBadInput : 1;
   }
 
   while (true) {

@@ -24,6 +24,7 @@
 #include "launcher/signal_watcher.h"
 #include "launcher/ssh.h"
 #include "launcher/worker_env.h"
+#include "launcher/worker_settings_check.h"
 #include "ronde/errors.h"
 #include "ronde/settings.h"
 #include "ronde/store.h"
@@ -56,6 +57,7 @@ std::vector<std::string> currentEnvironment() {
 // Every setting the workers will read, checked now: a bad RONDE_*/HOROVOD_* value then stops
 // the launch with one line instead of failing inside every worker a few seconds later.
 // The workers' variables (flags, -x) come first, then the launcher's own environment.
+// Rank 0 writes the timeline and the autotune log: their folders are checked where it runs here.
 void checkWorkerSettings(const RunOptions& options, const EnvList& passed,
                          const RankPlacement& first) {
   JobEnvironment job;
@@ -64,12 +66,17 @@ void checkWorkerSettings(const RunOptions& options, const EnvList& passed,
   job.settings = options.settings;
   job.passed = passed;
   const EnvList variables = workerVariables(first, "localhost", "127.0.0.1:1", job);
-  Settings::fromLookup([&](const std::string& name) -> const char* {
-    for (auto it = variables.rbegin(); it != variables.rend(); ++it) {
-      if (it->first == name) return it->second.c_str();
-    }
-    return std::getenv(name.c_str());
-  });
+  const Settings settings = checkJobSettings(variables);
+  if (isLocalHost(hostPart(first.host))) checkOutputFolders(settings);
+}
+
+// --min-np and --max-np bound an elastic job; without a discovery script there is none.
+void checkElasticOnlyFlags(const RunOptions& options) {
+  if (options.elastic.min_np > 0 || options.elastic.max_np > 0) {
+    throw makeError(ErrorCode::kInvalidArgument,
+                    options.elastic.min_np > 0 ? "--min-np" : "--max-np",
+                    " bounds an elastic job: give --host-discovery-script too");
+  }
 }
 
 // A local worker's command that cannot be found is bad input like any other (exit 2), said
@@ -170,7 +177,8 @@ int runJob(const RunOptions& options) {
     if (options.command.empty()) {
       throw Error(ErrorCode::kInvalidArgument, "no command given: ronde run -np N COMMAND ...");
     }
-    if (!options.hosts.empty() && !options.hostfile.empty()) {
+    checkElasticOnlyFlags(options);
+    if (options.hosts_given && options.hostfile_given) {
       throw Error(ErrorCode::kInvalidArgument, "give -H or --hostfile, not both");
     }
     if (options.num_ranks_given && options.num_ranks <= 0) {
@@ -179,9 +187,9 @@ int runJob(const RunOptions& options) {
     }
     std::vector<HostSlots> hosts;
     int num_ranks = options.num_ranks_given ? options.num_ranks : 0;
-    if (!options.hosts.empty()) {
+    if (options.hosts_given) {
       hosts = parseHostList(options.hosts);
-    } else if (!options.hostfile.empty()) {
+    } else if (options.hostfile_given) {
       hosts = readHostFile(options.hostfile);
     } else if (num_ranks == 0) {
       throw Error(ErrorCode::kInvalidArgument, "-np is required (how many ranks to start)");

@@ -14,6 +14,8 @@ struct RunOptions {
   bool num_ranks_given = false;
   std::string hosts;     // -H host1:2,host2:2
   std::string hostfile;  // --hostfile FILE
+  bool hosts_given = false;     // -H, even -H '' (an error, not "no hosts")
+  bool hostfile_given = false;  // --hostfile
   int ssh_port = 0;
   std::string ssh_identity_file;
   std::vector<std::string> ssh_options;  // --ssh-option, passed as `ssh -o`
