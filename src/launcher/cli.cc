@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "launcher/launcher_messages.h"
 #include "launcher/run_options.h"
 #include "launcher/worker_env.h"
 #include "ronde/errors.h"
@@ -231,16 +232,6 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
              tableDefault("LIVENESS_TIMEOUT_SECONDS"))
       ->check(atLeast(0))
       ->group("Stall check");
-  run->add_option_function<std::string>(
-         "--log-level",
-         [env, name = variable("LOG_LEVEL")](const std::string& level) {
-           setVariable(env, name, upperCase(level));
-         },
-         "Workers' log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL" +
-             byDefault(upperCase(Settings::defaultText("LOG_LEVEL"))))
-      ->check(
-          CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}, CLI::ignore_case))
-      ->group("Logging");
   run->add_option_function<double>(
          "--start-timeout",
          [options, env, name = variable("START_TIMEOUT")](double s) {
@@ -251,6 +242,46 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
              byDefault(formatNumber(RunOptions{}.start_timeout_seconds) + " / " +
                        Settings::defaultText("START_TIMEOUT")))
       ->check(above(0));
+}
+
+// The workers' logging: RONDE_LOG_LEVEL and RONDE_LOG_HIDE_TIME.
+void addLoggingOptions(CLI::App* run, EnvList* env) {
+  auto variable = [](const char* setting) { return Settings::variableName(setting); };
+  run->add_option_function<std::string>(
+         "--log-level",
+         [env, name = variable("LOG_LEVEL")](const std::string& level) {
+           setVariable(env, name, upperCase(level));
+         },
+         "Workers' log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL" +
+             byDefault(upperCase(Settings::defaultText("LOG_LEVEL"))))
+      ->check(
+          CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}, CLI::ignore_case))
+      ->group("Logging");
+  // horovodrun's pair, and the spellings it deprecated in 0.21 (accepted with a warning).
+  // They exclude each other, as in horovodrun (CLI11 would run both, in the order defined).
+  std::vector<CLI::Option*> exclusive;
+  auto log_time = [run, env, &exclusive, name = variable("LOG_HIDE_TIME")](
+                      const char* flag, const char* hide, std::string help,
+                      const char* deprecated_for) {
+    CLI::Option* option = run->add_flag_callback(
+           flag,
+           [env, name, hide, flag, deprecated_for] {
+             if (deprecated_for != nullptr) {
+               report("warning: ", flag, " is deprecated, as in horovodrun: use ", deprecated_for);
+             }
+             setVariable(env, name, hide);
+           },
+           help);
+    option->group(deprecated_for != nullptr ? "" : "Logging");
+    for (CLI::Option* other : exclusive) option->excludes(other);
+    exclusive.push_back(option);
+  };
+  log_time("--log-with-timestamp", "0",
+           "Workers' log lines start with the time (the default: RONDE_LOG_HIDE_TIME=0)", nullptr);
+  log_time("--log-without-timestamp", "1",
+           "Workers' log lines without the time (RONDE_LOG_HIDE_TIME=1)", nullptr);
+  log_time("--log-hide-timestamp", "1", "", "--log-without-timestamp");
+  log_time("--no-log-hide-timestamp", "0", "", "--log-with-timestamp");
 }
 
 // The launcher's own defaults are RunOptions' initialisers; the help reads them from there.
@@ -402,6 +433,7 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
           "the MPI backend needs MPI_THREAD_MULTIPLE (its collectives run on ronde's threads)");
   refused("--no-mpi-threads-disable", false, "the MPI backend always initialises MPI itself");
   addTuningOptions(run, options);
+  addLoggingOptions(run, &options->settings);
 }
 
 int takesValue(const std::string& name, void* context) {

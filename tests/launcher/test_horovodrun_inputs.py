@@ -1,10 +1,11 @@
 """horovodrun's inputs that `ronde run` must refuse or honour (issue 40): bad host input,
 elastic bounds without an elastic job, output folders that do not exist, misspelt settings."""
 import os
+import re
 
 import pytest
 
-from conftest import run
+from conftest import rank_lines, run
 
 BAD_INPUT = [
     (["-np", "1", "-H", "", "touch", "{marker}"], "ronde run: -H '': empty host list"),
@@ -68,3 +69,26 @@ def test_a_misspelt_setting_is_named_with_the_nearest_real_one():
     assert "RONDE_CYCLE_TIMES is not a setting of ronde" in result.stderr
     assert "did you mean RONDE_CYCLE_TIME?" in result.stderr
     assert "RONDE_MY_SCRIPTS_OWN" not in result.stderr  # not close to any setting
+
+
+STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\] \[ronde rank 0\] DEBUG: ")
+
+
+@pytest.mark.parametrize("flags, stamped", [
+    ([], True),  # Horovod's default: the time on every line
+    (["--log-with-timestamp"], True),
+    (["--log-without-timestamp"], False),
+    (["--log-hide-timestamp"], False),  # horovodrun's deprecated spelling
+])
+def test_the_workers_log_lines_have_the_time_unless_hidden(flags, stamped):
+    demo = os.path.join(os.environ.get("RONDE_EXAMPLES_DIR", ""), "allreduce_demo")
+    if not os.access(demo, os.X_OK):
+        pytest.skip("examples/allreduce_demo is not built")
+    result = run(["run", "-np", "2", "--log-level", "debug"] + flags + [demo, "1", "1"],
+                 timeout=120)
+    assert result.returncode == 0, result.stderr
+    logged = rank_lines(result.stderr, "stderr")[0]
+    assert logged, result.stderr
+    assert all(bool(STAMP.match(line)) == stamped for line in logged), logged
+    if not stamped:
+        assert all(line.startswith("[ronde rank 0] DEBUG: ") for line in logged), logged
