@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "launcher/config_file.h"
 #include "launcher/launcher_messages.h"
 #include "launcher/run_options.h"
 #include "launcher/worker_env.h"
@@ -325,6 +326,9 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
                       byDefault(defaults.grace_seconds))
       ->check(atLeast(0));
   run->add_flag("--verbose", options->verbose, "Tell where each rank runs and how it exits");
+  run->add_option("--config-file", options->config_file,
+                  "horovodrun's YAML file of settings (params, autotune, timeline, stall_check, "
+                  "library_options, logging); flags on the command line win over it");
   run->add_option("--bind-to", options->bind_to,
                   "Bind each rank to its own core, to its socket's CPUs, or not at all: "
                   "core, socket or none (default: core when a host's ranks fit its cores, "
@@ -413,6 +417,8 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
                     : run->add_flag_callback(flag, fail);
     option->group("");  // not in --help: they are not ronde's
   };
+  refused("--mpi", false, "`ronde run` starts the workers itself; for MPI's collectives start "
+                          "them with mpirun and RONDE_CPU_OPERATIONS=mpi");
   refused("--jsrun", false, "LSF's jsrun launcher is not supported; start the job with "
                             "`ronde run` (ssh), mpirun or srun");
   refused("--torus-allreduce", false, "its two-level allreduce is --hierarchical-allreduce");
@@ -439,6 +445,30 @@ std::vector<const char*> pointers(const std::vector<std::string>& args) {
   return result;
 }
 
+// --config-file: each key of the file is the flag that sets the same thing, parsed as if given
+// on the command line, unless the command line gave that flag (or its opposite): the command
+// line wins, as with horovodrun. An error names the file, the line and the key.
+void applyConfigFile(const CLI::App& run, RunOptions* options) {
+  const std::string path = options->config_file;
+  for (const ConfigEntry& entry : readConfigFile(path)) {
+    const bool overridden = std::any_of(
+        entry.overridden_by.begin(), entry.overridden_by.end(), [&](const std::string& flag) {
+          const CLI::Option* option = run.get_option_no_throw(flag);
+          return option != nullptr && option->count() > 0;
+        });
+    if (overridden) continue;
+    CLI::App one{"ronde run", "run"};
+    addRunOptions(&one, options);
+    std::vector<std::string> reversed(entry.args.rbegin(), entry.args.rend());  // CLI11's order
+    try {
+      one.parse(reversed);
+    } catch (const CLI::ParseError& error) {
+      throw makeError(ErrorCode::kInvalidArgument, path, ":", entry.line, ": ", entry.key, ": ",
+                      error.what());
+    }
+  }
+}
+
 }  // namespace
 
 std::string runOptionDescription(const std::string& flag) {
@@ -460,6 +490,7 @@ std::vector<std::pair<std::string, std::string>> workerSettingsFromFlags(
   } catch (const CLI::ParseError& error) {
     throw makeError(ErrorCode::kInvalidArgument, "ronde run: ", error.what());
   }
+  if (!options.config_file.empty()) applyConfigFile(run, &options);
   return options.settings;
 }
 
@@ -508,6 +539,14 @@ int runCommandLine(const std::vector<std::string>& args) {
     return code == 0 ? 0 : 2;
   }
   if (run->parsed() && run_check_build) return checkBuild(false, python);
+  if (run->parsed() && !options.config_file.empty()) {
+    try {
+      applyConfigFile(*run, &options);
+    } catch (const Error& error) {
+      report(error.what());
+      return 2;
+    }
+  }
   if (run->parsed()) {
     options.command = split.command;
     return runJob(options);

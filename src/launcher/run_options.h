@@ -27,6 +27,7 @@ struct RunOptions {
   bool report_bindings = false;  // --report-bindings: one line per rank
   double start_timeout_seconds = 30;      // for the launcher's own checks (ssh)
   double grace_seconds = 5;               // SIGTERM to SIGKILL when stopping workers
+  std::string config_file;                // --config-file: horovodrun's YAML (config_file.h)
   std::vector<std::string> env_requests;  // -x NAME or -x NAME=value
   EnvList settings;                       // RONDE_* variables from the tuning flags
   ElasticOptions elastic;                 // elastic mode when discovery_script is set
