@@ -131,6 +131,12 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          [env, name = variable("HIERARCHICAL_ALLGATHER")] { setVariable(env, name, "0"); },
          "Allgather with one flat ring across all ranks")
       ->group("Tuning");
+}
+
+// horovodrun's autotuning flags, each the worker setting of the same name.
+void addAutotuneOptions(CLI::App* run, RunOptions* options) {
+  EnvList* env = &options->settings;
+  auto variable = [](const char* setting) { return Settings::variableName(setting); };
   run->add_flag_callback(
          "--autotune", [env, name = variable("AUTOTUNE")] { setVariable(env, name, "1"); },
          "Tune fusion and cycle time while training runs")
@@ -170,6 +176,12 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          },
          "CSV log of the autotuning trials")
       ->group("Tuning");
+}
+
+// The timeline, the stall inspector, liveness and the start timeout: RONDE_* variables too.
+void addTimelineAndStallOptions(CLI::App* run, RunOptions* options) {
+  EnvList* env = &options->settings;
+  auto variable = [](const char* setting) { return Settings::variableName(setting); };
   run->add_option_function<std::string>(
          "--timeline-filename",
          [env, name = variable("TIMELINE")](const std::string& path) {
@@ -276,7 +288,7 @@ void addLoggingOptions(CLI::App* run, EnvList* env) {
 }
 
 // The launcher's own defaults are RunOptions' initialisers; the help reads them from there.
-void addRunOptions(CLI::App* run, RunOptions* options) {
+void addLaunchOptions(CLI::App* run, RunOptions* options) {
   const RunOptions defaults;
   run->add_option_function<int>(
       "--num-proc,--np",
@@ -338,7 +350,10 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
   run->add_flag("--report-bindings", options->report_bindings,
                 "Print the CPUs each rank is bound to")
       ->group("Binding");
-  ElasticOptions* elastic = &options->elastic;
+}
+
+void addElasticOptions(CLI::App* run, ElasticOptions* elastic) {
+  const ElasticOptions defaults;
   run->add_option("--host-discovery-script", elastic->discovery_script,
                   "Elastic job: executable printing the usable hosts, one 'host' or "
                   "'host:slots' per line; run every second")
@@ -352,7 +367,7 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
       ->group("Elastic");
   run->add_option("--slots-per-host", elastic->slots_per_host,
                   "Elastic: workers per discovered host without ':slots'" +
-                      byDefault(defaults.elastic.slots_per_host))
+                      byDefault(defaults.slots_per_host))
       ->check(CLI::PositiveNumber)
       ->group("Elastic");
   run->add_option("--reset-limit", elastic->reset_limit,
@@ -373,14 +388,19 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
       ->group("Elastic");
   run->add_option("--elastic-timeout", elastic->elastic_timeout_seconds,
                   "Elastic: seconds to wait for --min-np slots before stopping" +
-                      byDefault(defaults.elastic.elastic_timeout_seconds))
+                      byDefault(defaults.elastic_timeout_seconds))
       ->check(above(0))
       ->group("Elastic");
   run->add_option("--host-discovery-timeout", elastic->discovery_timeout_seconds,
                   "Elastic: longest run of the discovery script" +
-                      byDefault(defaults.elastic.discovery_timeout_seconds))
+                      byDefault(defaults.discovery_timeout_seconds))
       ->check(above(0))
       ->group("Elastic");
+}
+
+// horovodrun's flags of its controllers and host checks: ronde's equivalent where it has one,
+// a refusal with the reason where it has none.
+void addHorovodControllerOptions(CLI::App* run, RunOptions* options) {
   // horovodrun caches its host checks for 60 minutes unless --disable-cache; ronde keeps no
   // cache, so its checks run every time, which is what the flag asks for.
   run->add_flag("--disable-cache")
@@ -428,7 +448,16 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
   refused("--mpi-threads-disable", false,
           "the MPI backend needs MPI_THREAD_MULTIPLE (its collectives run on ronde's threads)");
   refused("--no-mpi-threads-disable", false, "the MPI backend always initialises MPI itself");
+}
+
+// Every option of `ronde run`, in the order CLI11 runs their callbacks.
+void addRunOptions(CLI::App* run, RunOptions* options) {
+  addLaunchOptions(run, options);
+  addElasticOptions(run, &options->elastic);
+  addHorovodControllerOptions(run, options);
   addTuningOptions(run, options);
+  addAutotuneOptions(run, options);
+  addTimelineAndStallOptions(run, options);
   addLoggingOptions(run, &options->settings);
 }
 
