@@ -16,6 +16,7 @@
 #include <set>
 
 #include "launcher/elastic_discovery.h"
+#include "launcher/elastic_input.h"
 #include "launcher/job_secret.h"
 #include "launcher/launcher_messages.h"
 #include "launcher/network_address.h"
@@ -24,7 +25,6 @@
 #include "launcher/signal_watcher.h"
 #include "launcher/ssh.h"
 #include "launcher/worker_env.h"
-#include "launcher/worker_settings_check.h"
 #include "rendezvous/elastic_assignment.h"
 #include "runtime/liveness_monitor.h"
 #include "ronde/errors.h"
@@ -130,39 +130,8 @@ class ElasticDriver {
 };
 
 int ElasticDriver::run() {
-  int min_np = elastic_.min_np > 0 ? elastic_.min_np : options_.num_ranks;
-  if (options_.command.empty()) {
-    report("no command given: ronde run -np N --host-discovery-script S COMMAND ...");
-    return kExitBadInput;
-  }
-  if (options_.hosts_given || options_.hostfile_given) {
-    report("give -H/--hostfile or --host-discovery-script, not both");
-    return kExitBadInput;
-  }
-  if (options_.num_ranks <= 0) {
-    report("-np is required with --host-discovery-script (how many workers to start with)");
-    return kExitBadInput;
-  }
-  if (elastic_.max_np > 0 && (elastic_.max_np < min_np || elastic_.max_np < options_.num_ranks)) {
-    report("--max-np ", elastic_.max_np, " is below -np ", options_.num_ranks, " or --min-np ",
-           min_np);
-    return kExitBadInput;
-  }
-  if (min_np > options_.num_ranks) {
-    report("--min-np ", min_np, " is above -np ", options_.num_ranks);
-    return kExitBadInput;
-  }
-  if (elastic_.cooldown_given && elastic_.cooldown_low_seconds > elastic_.cooldown_high_seconds) {
-    report("--blacklist-cooldown-range ", elastic_.cooldown_low_seconds, " ",
-           elastic_.cooldown_high_seconds, ": the low end is above the high end");
-    return kExitBadInput;
-  }
   try {
-    EnvList variables = options_.settings;  // then -x's, which win, as spawn() adds them
-    const EnvList passed = resolvePassedVariables(
-        options_.env_requests, [](const std::string& n) { return std::getenv(n.c_str()); });
-    variables.insert(variables.end(), passed.begin(), passed.end());
-    checkJobSettings(variables);
+    checkElasticInput(options_);
     checkDiscoveryScript(elastic_.discovery_script);
     startJobStore();
   } catch (const Error& error) {
