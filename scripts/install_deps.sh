@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libgtest-dev googletest libbenchmark-dev nlohmann-json3-dev libcli11-dev
-  libopenmpi-dev openmpi-bin libgloo-dev
+  libopenmpi-dev openmpi-bin libgloo-dev libyaml-dev
   python3 python3-dev python3-venv python3-pytest python3-numpy python3-sklearn
   python3-torch libtorch-dev libopenblas0-pthread
   openssh-server openssh-client iproute2 procps util-linux

@@ -64,6 +64,7 @@ struct Settings {
   double timeout_seconds = 300;      // longest wait inside a collective
   double start_timeout_seconds = 60; // longest wait for all ranks to meet
   LogLevel log_level = LogLevel::kWarning;
+  bool log_hide_time = false;  // log lines without their time (Horovod's HOROVOD_LOG_HIDE_TIME)
 
   // Algorithm choice.
   int64_t small_allreduce_bytes = 64 * 1024;  // at or below: latency-optimal algorithm

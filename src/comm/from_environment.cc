@@ -62,7 +62,7 @@ std::shared_ptr<Store> selfServedStore(const Settings& s, const ExternalLauncher
 
 std::unique_ptr<Communicator> Communicator::fromEnvironment() {
   Settings s = Settings::fromEnvironment();
-  setLogThreshold(s.log_level);
+  configureLogging(s);
   if (s.elastic) return elasticCommunicator(s);
   ExternalLauncher launcher;
   if (s.rank < 0) {

@@ -5,6 +5,7 @@
 // (the tests' in-process ranks) each log as themselves.
 #pragma once
 
+#include <chrono>
 #include <sstream>
 #include <string>
 
@@ -13,6 +14,14 @@
 namespace ronde {
 
 void setLogThreshold(LogLevel level);
+// Whether each line starts with the local time, "[2026-01-31 13:05:59.123456] " (the default,
+// as Horovod's lines do; Settings::log_hide_time turns it off).
+void setLogTimestamps(bool on);
+// The threshold and the timestamps that `settings` ask for.
+void configureLogging(const Settings& settings);
+// The line logLine writes, without the newline; `now` is the time it states.
+std::string formatLogLine(LogLevel level, const std::string& message,
+                          std::chrono::system_clock::time_point now);
 bool logEnabled(LogLevel level);
 // Prefix for this process's lines, e.g. "[ronde rank 3]"; set once the world rank is known.
 void setLogPrefix(const std::string& prefix);

@@ -87,6 +87,9 @@ const Field kFields[] = {
      "Longest wait for all ranks to meet at start-up."},
     {"LOG_LEVEL", &Settings::log_level, nullptr,
      "Least severe message logged: trace, debug, info, warning, error or fatal."},
+    {"LOG_HIDE_TIME", &Settings::log_hide_time, nullptr,
+     "Log lines without the time they were written (by default each starts with the local "
+     "time to the microsecond, as Horovod's do)."},
     {"SMALL_ALLREDUCE_BYTES", &Settings::small_allreduce_bytes, kBytes,
      "Allreduces of at most this many bytes use the latency-optimal algorithm."},
     {"SHM_CHUNK_BYTES", &Settings::shm_chunk_bytes, kChunkBytes,

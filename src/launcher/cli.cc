@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 
+#include "launcher/config_file.h"
+#include "launcher/launcher_messages.h"
 #include "launcher/run_options.h"
 #include "launcher/worker_env.h"
 #include "ronde/errors.h"
@@ -13,16 +15,6 @@
 
 namespace ronde::launcher {
 namespace {
-
-const std::map<std::string, std::string>& singleDashSpellings() {
-  static const std::map<std::string, std::string> spellings = {
-      {"-np", "--num-proc"},
-      {"-hostfile", "--hostfile"},
-      {"-prefix-timestamp", "--prefix-output-with-timestamp"},
-      {"-cb", "--check-build"},
-  };
-  return spellings;
-}
 
 std::string upperCase(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
@@ -139,6 +131,12 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          [env, name = variable("HIERARCHICAL_ALLGATHER")] { setVariable(env, name, "0"); },
          "Allgather with one flat ring across all ranks")
       ->group("Tuning");
+}
+
+// horovodrun's autotuning flags, each the worker setting of the same name.
+void addAutotuneOptions(CLI::App* run, RunOptions* options) {
+  EnvList* env = &options->settings;
+  auto variable = [](const char* setting) { return Settings::variableName(setting); };
   run->add_flag_callback(
          "--autotune", [env, name = variable("AUTOTUNE")] { setVariable(env, name, "1"); },
          "Tune fusion and cycle time while training runs")
@@ -178,6 +176,12 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
          },
          "CSV log of the autotuning trials")
       ->group("Tuning");
+}
+
+// The timeline, the stall inspector, liveness and the start timeout: RONDE_* variables too.
+void addTimelineAndStallOptions(CLI::App* run, RunOptions* options) {
+  EnvList* env = &options->settings;
+  auto variable = [](const char* setting) { return Settings::variableName(setting); };
   run->add_option_function<std::string>(
          "--timeline-filename",
          [env, name = variable("TIMELINE")](const std::string& path) {
@@ -231,16 +235,6 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
              tableDefault("LIVENESS_TIMEOUT_SECONDS"))
       ->check(atLeast(0))
       ->group("Stall check");
-  run->add_option_function<std::string>(
-         "--log-level",
-         [env, name = variable("LOG_LEVEL")](const std::string& level) {
-           setVariable(env, name, upperCase(level));
-         },
-         "Workers' log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL" +
-             byDefault(upperCase(Settings::defaultText("LOG_LEVEL"))))
-      ->check(
-          CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}, CLI::ignore_case))
-      ->group("Logging");
   run->add_option_function<double>(
          "--start-timeout",
          [options, env, name = variable("START_TIMEOUT")](double s) {
@@ -253,8 +247,48 @@ void addTuningOptions(CLI::App* run, RunOptions* options) {
       ->check(above(0));
 }
 
+// The workers' logging: RONDE_LOG_LEVEL and RONDE_LOG_HIDE_TIME.
+void addLoggingOptions(CLI::App* run, EnvList* env) {
+  auto variable = [](const char* setting) { return Settings::variableName(setting); };
+  run->add_option_function<std::string>(
+         "--log-level",
+         [env, name = variable("LOG_LEVEL")](const std::string& level) {
+           setVariable(env, name, upperCase(level));
+         },
+         "Workers' log level: TRACE, DEBUG, INFO, WARNING, ERROR or FATAL" +
+             byDefault(upperCase(Settings::defaultText("LOG_LEVEL"))))
+      ->check(
+          CLI::IsMember({"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "FATAL"}, CLI::ignore_case))
+      ->group("Logging");
+  // horovodrun's pair, and the spellings it deprecated in 0.21 (accepted with a warning).
+  // They exclude each other, as in horovodrun (CLI11 would run both, in the order defined).
+  std::vector<CLI::Option*> exclusive;
+  auto log_time = [run, env, &exclusive, name = variable("LOG_HIDE_TIME")](
+                      const char* flag, const char* hide, std::string help,
+                      const char* deprecated_for) {
+    CLI::Option* option = run->add_flag_callback(
+           flag,
+           [env, name, hide, flag, deprecated_for] {
+             if (deprecated_for != nullptr) {
+               report("warning: ", flag, " is deprecated, as in horovodrun: use ", deprecated_for);
+             }
+             setVariable(env, name, hide);
+           },
+           help);
+    option->group(deprecated_for != nullptr ? "" : "Logging");
+    for (CLI::Option* other : exclusive) option->excludes(other);
+    exclusive.push_back(option);
+  };
+  log_time("--log-with-timestamp", "0",
+           "Workers' log lines start with the time (the default: RONDE_LOG_HIDE_TIME=0)", nullptr);
+  log_time("--log-without-timestamp", "1",
+           "Workers' log lines without the time (RONDE_LOG_HIDE_TIME=1)", nullptr);
+  log_time("--log-hide-timestamp", "1", "", "--log-without-timestamp");
+  log_time("--no-log-hide-timestamp", "0", "", "--log-with-timestamp");
+}
+
 // The launcher's own defaults are RunOptions' initialisers; the help reads them from there.
-void addRunOptions(CLI::App* run, RunOptions* options) {
+void addLaunchOptions(CLI::App* run, RunOptions* options) {
   const RunOptions defaults;
   run->add_option_function<int>(
       "--num-proc,--np",
@@ -263,11 +297,21 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
         options->num_ranks_given = true;
       },
       "Number of ranks to start (also -np)");
-  run->add_option("-H,--hosts", options->hosts,
-                  "Hosts and their slots: host1:2,host2:4 (default localhost:NP)")
+  run->add_option_function<std::string>(
+         "-H,--hosts",
+         [options](const std::string& hosts) {
+           options->hosts = hosts;
+           options->hosts_given = true;
+         },
+         "Hosts and their slots: host1:2,host2:4 (default localhost:NP)")
       ->group("Hosts");
-  run->add_option("--hostfile", options->hostfile,
-                  "File with one host per line: 'host slots=N' (also -hostfile)")
+  run->add_option_function<std::string>(
+         "--hostfile",
+         [options](const std::string& path) {
+           options->hostfile = path;
+           options->hostfile_given = true;
+         },
+         "File with one host per line: 'host slots=N' (also -hostfile)")
       ->group("Hosts");
   run->add_option("-p,--ssh-port", options->ssh_port, "ssh port on all hosts")
       ->check(CLI::Range(1, 65535))
@@ -294,6 +338,9 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
                       byDefault(defaults.grace_seconds))
       ->check(atLeast(0));
   run->add_flag("--verbose", options->verbose, "Tell where each rank runs and how it exits");
+  run->add_option("--config-file", options->config_file,
+                  "horovodrun's YAML file of settings (params, autotune, timeline, stall_check, "
+                  "library_options, logging); flags on the command line win over it");
   run->add_option("--bind-to", options->bind_to,
                   "Bind each rank to its own core, to its socket's CPUs, or not at all: "
                   "core, socket or none (default: core when a host's ranks fit its cores, "
@@ -303,7 +350,10 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
   run->add_flag("--report-bindings", options->report_bindings,
                 "Print the CPUs each rank is bound to")
       ->group("Binding");
-  ElasticOptions* elastic = &options->elastic;
+}
+
+void addElasticOptions(CLI::App* run, ElasticOptions* elastic) {
+  const ElasticOptions defaults;
   run->add_option("--host-discovery-script", elastic->discovery_script,
                   "Elastic job: executable printing the usable hosts, one 'host' or "
                   "'host:slots' per line; run every second")
@@ -317,7 +367,7 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
       ->group("Elastic");
   run->add_option("--slots-per-host", elastic->slots_per_host,
                   "Elastic: workers per discovered host without ':slots'" +
-                      byDefault(defaults.elastic.slots_per_host))
+                      byDefault(defaults.slots_per_host))
       ->check(CLI::PositiveNumber)
       ->group("Elastic");
   run->add_option("--reset-limit", elastic->reset_limit,
@@ -338,14 +388,19 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
       ->group("Elastic");
   run->add_option("--elastic-timeout", elastic->elastic_timeout_seconds,
                   "Elastic: seconds to wait for --min-np slots before stopping" +
-                      byDefault(defaults.elastic.elastic_timeout_seconds))
+                      byDefault(defaults.elastic_timeout_seconds))
       ->check(above(0))
       ->group("Elastic");
   run->add_option("--host-discovery-timeout", elastic->discovery_timeout_seconds,
                   "Elastic: longest run of the discovery script" +
-                      byDefault(defaults.elastic.discovery_timeout_seconds))
+                      byDefault(defaults.discovery_timeout_seconds))
       ->check(above(0))
       ->group("Elastic");
+}
+
+// horovodrun's flags of its controllers and host checks: ronde's equivalent where it has one,
+// a refusal with the reason where it has none.
+void addHorovodControllerOptions(CLI::App* run, RunOptions* options) {
   // horovodrun caches its host checks for 60 minutes unless --disable-cache; ronde keeps no
   // cache, so its checks run every time, which is what the flag asks for.
   run->add_flag("--disable-cache")
@@ -382,6 +437,8 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
                     : run->add_flag_callback(flag, fail);
     option->group("");  // not in --help: they are not ronde's
   };
+  refused("--mpi", false, "`ronde run` starts the workers itself; for MPI's collectives start "
+                          "them with mpirun and RONDE_CPU_OPERATIONS=mpi");
   refused("--jsrun", false, "LSF's jsrun launcher is not supported; start the job with "
                             "`ronde run` (ssh), mpirun or srun");
   refused("--torus-allreduce", false, "its two-level allreduce is --hierarchical-allreduce");
@@ -391,7 +448,17 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
   refused("--mpi-threads-disable", false,
           "the MPI backend needs MPI_THREAD_MULTIPLE (its collectives run on ronde's threads)");
   refused("--no-mpi-threads-disable", false, "the MPI backend always initialises MPI itself");
+}
+
+// Every option of `ronde run`, in the order CLI11 runs their callbacks.
+void addRunOptions(CLI::App* run, RunOptions* options) {
+  addLaunchOptions(run, options);
+  addElasticOptions(run, &options->elastic);
+  addHorovodControllerOptions(run, options);
   addTuningOptions(run, options);
+  addAutotuneOptions(run, options);
+  addTimelineAndStallOptions(run, options);
+  addLoggingOptions(run, &options->settings);
 }
 
 int takesValue(const std::string& name, void* context) {
@@ -407,40 +474,31 @@ std::vector<const char*> pointers(const std::vector<std::string>& args) {
   return result;
 }
 
-}  // namespace
-
-SplitArguments splitRunArguments(const std::vector<std::string>& args,
-                                 int (*takes_value)(const std::string&, void*), void* context) {
-  SplitArguments split;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.size() < 2 || arg[0] != '-') break;  // the command starts here
-    size_t equals = arg.find('=');
-    std::string name = arg.substr(0, equals);
-    auto spelling = singleDashSpellings().find(name);
-    if (spelling != singleDashSpellings().end()) {
-      name = spelling->second;
-      arg = name + (equals == std::string::npos ? "" : arg.substr(equals));
-    }
-    split.options.push_back(arg);
-    int value = takes_value(name, context);
-    if (value < 0 && arg[1] != '-' && arg.size() > 2) {
-      // "-xNAME" or "-p2222": a short option with its value attached.
-      if (takes_value(arg.substr(0, 2), context) == 1) continue;
-    }
-    for (int taken = 0; equals == std::string::npos && taken < value && i + 1 < args.size();
-         ++taken) {
-      split.options.push_back(args[++i]);
+// --config-file: each key of the file is the flag that sets the same thing, parsed as if given
+// on the command line, unless the command line gave that flag (or its opposite): the command
+// line wins, as with horovodrun. An error names the file, the line and the key.
+void applyConfigFile(const CLI::App& run, RunOptions* options) {
+  const std::string path = options->config_file;
+  for (const ConfigEntry& entry : readConfigFile(path)) {
+    const bool overridden = std::any_of(
+        entry.overridden_by.begin(), entry.overridden_by.end(), [&](const std::string& flag) {
+          const CLI::Option* option = run.get_option_no_throw(flag);
+          return option != nullptr && option->count() > 0;
+        });
+    if (overridden) continue;
+    CLI::App one{"ronde run", "run"};
+    addRunOptions(&one, options);
+    std::vector<std::string> reversed(entry.args.rbegin(), entry.args.rend());  // CLI11's order
+    try {
+      one.parse(reversed);
+    } catch (const CLI::ParseError& error) {
+      throw makeError(ErrorCode::kInvalidArgument, path, ":", entry.line, ": ", entry.key, ": ",
+                      error.what());
     }
   }
-  split.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-  return split;
 }
+
+}  // namespace
 
 std::string runOptionDescription(const std::string& flag) {
   CLI::App run{"ronde run", "run"};
@@ -461,6 +519,7 @@ std::vector<std::pair<std::string, std::string>> workerSettingsFromFlags(
   } catch (const CLI::ParseError& error) {
     throw makeError(ErrorCode::kInvalidArgument, "ronde run: ", error.what());
   }
+  if (!options.config_file.empty()) applyConfigFile(run, &options);
   return options.settings;
 }
 
@@ -509,6 +568,14 @@ int runCommandLine(const std::vector<std::string>& args) {
     return code == 0 ? 0 : 2;
   }
   if (run->parsed() && run_check_build) return checkBuild(false, python);
+  if (run->parsed() && !options.config_file.empty()) {
+    try {
+      applyConfigFile(*run, &options);
+    } catch (const Error& error) {
+      report(error.what());
+      return 2;
+    }
+  }
   if (run->parsed()) {
     options.command = split.command;
     return runJob(options);

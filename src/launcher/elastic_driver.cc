@@ -16,6 +16,7 @@
 #include <set>
 
 #include "launcher/elastic_discovery.h"
+#include "launcher/elastic_input.h"
 #include "launcher/job_secret.h"
 #include "launcher/launcher_messages.h"
 #include "launcher/network_address.h"
@@ -129,39 +130,15 @@ class ElasticDriver {
 };
 
 int ElasticDriver::run() {
-  int min_np = elastic_.min_np > 0 ? elastic_.min_np : options_.num_ranks;
-  if (options_.command.empty()) {
-    report("no command given: ronde run -np N --host-discovery-script S COMMAND ...");
-    return kExitBadInput;
-  }
-  if (!options_.hosts.empty() || !options_.hostfile.empty()) {
-    report("give -H/--hostfile or --host-discovery-script, not both");
-    return kExitBadInput;
-  }
-  if (options_.num_ranks <= 0) {
-    report("-np is required with --host-discovery-script (how many workers to start with)");
-    return kExitBadInput;
-  }
-  if (elastic_.max_np > 0 && (elastic_.max_np < min_np || elastic_.max_np < options_.num_ranks)) {
-    report("--max-np ", elastic_.max_np, " is below -np ", options_.num_ranks, " or --min-np ",
-           min_np);
-    return kExitBadInput;
-  }
-  if (min_np > options_.num_ranks) {
-    report("--min-np ", min_np, " is above -np ", options_.num_ranks);
-    return kExitBadInput;
-  }
-  if (elastic_.cooldown_given && elastic_.cooldown_low_seconds > elastic_.cooldown_high_seconds) {
-    report("--blacklist-cooldown-range ", elastic_.cooldown_low_seconds, " ",
-           elastic_.cooldown_high_seconds, ": the low end is above the high end");
-    return kExitBadInput;
-  }
   try {
+    checkElasticInput(options_);
     checkDiscoveryScript(elastic_.discovery_script);
     startJobStore();
   } catch (const Error& error) {
     report(error.what());
-    return error.code() == ErrorCode::kInvalidArgument ? kExitBadInput : 1;
+    const bool bad_input =
+        error.code() == ErrorCode::kInvalidArgument || error.code() == ErrorCode::kConfig;
+    return bad_input ? kExitBadInput : 1;
   }
 
   while (true) {

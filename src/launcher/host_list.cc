@@ -21,12 +21,33 @@ std::string trim(const std::string& text) {
   return text.substr(begin, end - begin);
 }
 
+// "host" or "user@host": one '@' at most, and a name on each side of it.
 bool validHostName(const std::string& name) {
-  if (name.empty()) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
+  size_t at = name.find('@');
+  if (at != std::string::npos && (at == 0 || at + 1 == name.size() ||
+                                  name.find('@', at + 1) != std::string::npos)) {
+    return false;
+  }
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
            c == '@';
   });
+}
+
+// The text as a message can show it whole: a NUL or another control byte would cut a
+// terminal's line short or hide itself, so each is written as \xNN.
+std::string visible(const std::string& text) {
+  std::string shown;
+  for (char c : text) {
+    unsigned char byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      shown += c;
+      continue;
+    }
+    const char* digits = "0123456789abcdef";
+    shown += std::string("\\x") + digits[byte >> 4] + digits[byte & 0xf];
+  }
+  return shown;
 }
 
 // Slot counts are small positive decimals; anything else is a typo worth reporting.
@@ -45,7 +66,7 @@ int parseSlots(const std::string& text, const std::string& context) {
 void checkHostName(const std::string& name, const std::string& context) {
   if (name.empty()) throw makeError(ErrorCode::kInvalidArgument, context, ": empty host name");
   if (!validHostName(name)) {
-    throw makeError(ErrorCode::kInvalidArgument, context, ": '", name,
+    throw makeError(ErrorCode::kInvalidArgument, context, ": '", visible(name),
                     "' is not a valid host name");
   }
 }
@@ -65,7 +86,9 @@ void checkUnique(const std::vector<HostSlots>& hosts, const std::string& context
 
 std::vector<HostSlots> parseHostList(const std::string& text) {
   std::vector<HostSlots> hosts;
-  if (trim(text).empty()) throw makeError(ErrorCode::kInvalidArgument, "-H: empty host list");
+  if (trim(text).empty()) {
+    throw makeError(ErrorCode::kInvalidArgument, "-H '", text, "': empty host list");
+  }
   std::stringstream items(text);
   std::string item;
   while (std::getline(items, item, ',')) {
@@ -95,21 +118,31 @@ std::vector<HostSlots> parseHostFile(const std::string& contents, const std::str
   int line_number = 0;
   while (std::getline(lines, line)) {
     ++line_number;
+    std::string context = origin + ":" + std::to_string(line_number);
+    if (line.find('\0') != std::string::npos) {
+      throw makeError(ErrorCode::kInvalidArgument, context, ": the line '", visible(line),
+                      "' has a NUL byte");
+    }
     line = trim(line.substr(0, line.find('#')));
     if (line.empty()) continue;
-    std::string context = origin + ":" + std::to_string(line_number);
     std::stringstream words(line);
     HostSlots host;
     words >> host.name;
     checkHostName(host.name, context);
     host.slots = 1;
+    bool slots_given = false;
     std::string word;
     while (words >> word) {
       // "slots=4" as horovodrun and OpenMPI write it; "max_slots=" is OpenMPI's, ignored.
       if (word.rfind("slots=", 0) == 0) {
+        if (slots_given) {
+          throw makeError(ErrorCode::kInvalidArgument, context, ": slots given twice ('",
+                          visible(line), "')");
+        }
+        slots_given = true;
         host.slots = parseSlots(word.substr(6), context);
       } else if (word.rfind("max_slots=", 0) != 0) {
-        throw makeError(ErrorCode::kInvalidArgument, context, ": unexpected '", word,
+        throw makeError(ErrorCode::kInvalidArgument, context, ": unexpected '", visible(word),
                         "' (expected 'host slots=N')");
       }
     }

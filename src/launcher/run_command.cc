@@ -24,6 +24,7 @@
 #include "launcher/signal_watcher.h"
 #include "launcher/ssh.h"
 #include "launcher/worker_env.h"
+#include "launcher/worker_settings_check.h"
 #include "ronde/errors.h"
 #include "ronde/settings.h"
 #include "ronde/store.h"
@@ -56,6 +57,7 @@ std::vector<std::string> currentEnvironment() {
 // Every setting the workers will read, checked now: a bad RONDE_*/HOROVOD_* value then stops
 // the launch with one line instead of failing inside every worker a few seconds later.
 // The workers' variables (flags, -x) come first, then the launcher's own environment.
+// Rank 0 writes the timeline and the autotune log: their folders are checked where it runs here.
 void checkWorkerSettings(const RunOptions& options, const EnvList& passed,
                          const RankPlacement& first) {
   JobEnvironment job;
@@ -64,12 +66,17 @@ void checkWorkerSettings(const RunOptions& options, const EnvList& passed,
   job.settings = options.settings;
   job.passed = passed;
   const EnvList variables = workerVariables(first, "localhost", "127.0.0.1:1", job);
-  Settings::fromLookup([&](const std::string& name) -> const char* {
-    for (auto it = variables.rbegin(); it != variables.rend(); ++it) {
-      if (it->first == name) return it->second.c_str();
-    }
-    return std::getenv(name.c_str());
-  });
+  const Settings settings = checkJobSettings(variables);
+  if (isLocalHost(hostPart(first.host))) checkOutputFolders(settings);
+}
+
+// --min-np and --max-np bound an elastic job; without a discovery script there is none.
+void checkElasticOnlyFlags(const RunOptions& options) {
+  if (options.elastic.min_np > 0 || options.elastic.max_np > 0) {
+    throw makeError(ErrorCode::kInvalidArgument,
+                    options.elastic.min_np > 0 ? "--min-np" : "--max-np",
+                    " bounds an elastic job: give --host-discovery-script too");
+  }
 }
 
 // A local worker's command that cannot be found is bad input like any other (exit 2), said
@@ -157,73 +164,175 @@ bool checkRemoteHosts(const std::vector<std::string>& remote_hosts, const SshOpt
 
 }  // namespace
 
-int runJob(const RunOptions& options) {
-  if (!options.elastic.discovery_script.empty()) return runElasticJob(options);
-  // Before any thread exists (the store server's), so that every thread blocks the signals.
-  SignalWatcher signals;
+namespace {
 
+// The hosts the command line names (-H, --hostfile, or this one) and, in *num_ranks, how many
+// ranks to place on them: -np, or like mpirun one per slot without it.
+std::vector<HostSlots> hostsOf(const RunOptions& options, int* num_ranks) {
+  std::vector<HostSlots> hosts;
+  *num_ranks = options.num_ranks_given ? options.num_ranks : 0;
+  if (options.hosts_given) {
+    hosts = parseHostList(options.hosts);
+  } else if (options.hostfile_given) {
+    hosts = readHostFile(options.hostfile);
+  } else if (*num_ranks == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "-np is required (how many ranks to start)");
+  } else {
+    hosts = {{"localhost", *num_ranks}};
+  }
+  if (*num_ranks == 0) {
+    // Like mpirun: with hosts but without -np, one rank per slot.
+    for (const HostSlots& host : hosts) *num_ranks += host.slots;
+  }
+  return hosts;
+}
+
+// What the command line asks for, checked before anything starts: bad input throws Error.
+struct JobInput {
   std::vector<RankPlacement> placements;
-  EnvList passed;
+  EnvList passed;  // -x
   BindTo bind_to = BindTo::kAuto;
-  try {
-    bind_to = parseBindTo(options.bind_to);
-    if (options.command.empty()) {
-      throw Error(ErrorCode::kInvalidArgument, "no command given: ronde run -np N COMMAND ...");
-    }
-    if (!options.hosts.empty() && !options.hostfile.empty()) {
-      throw Error(ErrorCode::kInvalidArgument, "give -H or --hostfile, not both");
-    }
-    if (options.num_ranks_given && options.num_ranks <= 0) {
-      throw makeError(ErrorCode::kInvalidArgument, "-np ", options.num_ranks,
-                      ": the number of ranks must be positive");
-    }
-    std::vector<HostSlots> hosts;
-    int num_ranks = options.num_ranks_given ? options.num_ranks : 0;
-    if (!options.hosts.empty()) {
-      hosts = parseHostList(options.hosts);
-    } else if (!options.hostfile.empty()) {
-      hosts = readHostFile(options.hostfile);
-    } else if (num_ranks == 0) {
-      throw Error(ErrorCode::kInvalidArgument, "-np is required (how many ranks to start)");
-    } else {
-      hosts = {{"localhost", num_ranks}};
-    }
-    if (num_ranks == 0) {
-      // Like mpirun: with hosts but without -np, one rank per slot.
-      for (const HostSlots& host : hosts) num_ranks += host.slots;
-    }
-    placements = placeRanks(hosts, num_ranks);
-    passed = resolvePassedVariables(
-        options.env_requests, [](const std::string& name) { return std::getenv(name.c_str()); });
-    checkWorkerSettings(options, passed, placements.front());
-    for (const RankPlacement& placement : placements) {
-      if (isLocalHost(hostPart(placement.host))) {
-        checkLocalCommand(options.command);
-        break;
-      }
-    }
-  } catch (const Error& error) {
-    report(error.what());
-    return kExitBadInput;
-  }
+};
 
-  std::vector<std::string> hosts;  // the hosts with ranks, in order
-  std::map<std::string, bool> is_local;
-  std::vector<std::string> remote_hosts;
+JobInput checkJobInput(const RunOptions& options) {
+  JobInput input;
+  input.bind_to = parseBindTo(options.bind_to);
+  if (options.command.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "no command given: ronde run -np N COMMAND ...");
+  }
+  checkElasticOnlyFlags(options);
+  if (options.hosts_given && options.hostfile_given) {
+    throw Error(ErrorCode::kInvalidArgument, "give -H or --hostfile, not both");
+  }
+  if (options.num_ranks_given && options.num_ranks <= 0) {
+    throw makeError(ErrorCode::kInvalidArgument, "-np ", options.num_ranks,
+                    ": the number of ranks must be positive");
+  }
+  int num_ranks = 0;
+  std::vector<HostSlots> hosts = hostsOf(options, &num_ranks);
+  input.placements = placeRanks(hosts, num_ranks);
+  input.passed = resolvePassedVariables(
+      options.env_requests, [](const std::string& name) { return std::getenv(name.c_str()); });
+  checkWorkerSettings(options, input.passed, input.placements.front());
+  for (const RankPlacement& placement : input.placements) {
+    if (isLocalHost(hostPart(placement.host))) {
+      checkLocalCommand(options.command);
+      break;
+    }
+  }
+  return input;
+}
+
+// The hosts that have ranks, in order, whether each is this machine, and the others.
+void hostsWithRanks(const std::vector<RankPlacement>& placements, std::vector<std::string>* hosts,
+                    std::map<std::string, bool>* is_local,
+                    std::vector<std::string>* remote_hosts) {
   for (const RankPlacement& placement : placements) {
-    if (is_local.count(placement.host) != 0) continue;
-    hosts.push_back(placement.host);
+    if (is_local->count(placement.host) != 0) continue;
+    hosts->push_back(placement.host);
     bool local = isLocalHost(hostPart(placement.host));
-    is_local[placement.host] = local;
-    if (!local) remote_hosts.push_back(placement.host);
+    (*is_local)[placement.host] = local;
+    if (!local) remote_hosts->push_back(placement.host);
   }
+}
 
+SshOptions sshOptionsOf(const RunOptions& options) {
   SshOptions ssh;
   ssh.port = options.ssh_port;
   ssh.identity_file = options.ssh_identity_file;
   ssh.options = options.ssh_options;
   ssh.connect_timeout_seconds =
       std::max(1, static_cast<int>(std::ceil(std::min(options.start_timeout_seconds, 3600.0))));
+  return ssh;
+}
+
+// What every rank's launch is made from: where the ranks go and what they share.
+struct LaunchPlan {
+  const RunOptions* options = nullptr;
+  BindTo bind_to = BindTo::kAuto;
+  std::map<std::string, bool> is_local;
+  std::map<std::string, CpuTopology> topologies;  // remote hosts, from the ssh probe
+  CpuTopology local_topology;
+  StoreAddresses addresses;
+  int store_port = 0;
+  JobEnvironment job;
+  SshOptions ssh;
+  std::string directory;                          // the workers' working directory
+  std::vector<std::string> launcher_environment;  // ssh's own environment
+};
+
+// One rank's process: its variables, CPUs, and the command that starts it here or over ssh.
+WorkerLaunch launchOf(const RankPlacement& placement, LaunchPlan& plan) {
+  bool local = plan.is_local.at(placement.host);
+  std::string name = hostPart(placement.host);
+  bool loopback_name = name == "localhost" || name.rfind("127.", 0) == 0;
+  std::string hostname = local && loopback_name ? localHostName() : name;
+  std::string store_address =
+      plan.addresses.per_host.at(placement.host) + ":" + std::to_string(plan.store_port);
+  EnvList variables = workerVariables(placement, hostname, store_address, plan.job);
+
+  const CpuTopology& topology = local ? plan.local_topology : plan.topologies[placement.host];
+  std::string binding_warning;
+  std::vector<int> cpus = cpusForRank(plan.bind_to, placement.local_rank, placement.local_size,
+                                      topology, &binding_warning);
+  if (!binding_warning.empty() && placement.local_rank == 0) {
+    report("--bind-to ", bindToName(plan.bind_to), " on ", hostname, ": ", binding_warning);
+  }
+  if (plan.options->report_bindings) {
+    const BindTo shown = plan.bind_to == BindTo::kAuto ? BindTo::kCore : plan.bind_to;
+    report("rank ", placement.rank, " on ", hostname, ": ",
+           cpus.empty() ? std::string("not bound")
+                        : "bound to CPUs " + formatCpuList(cpus) + " (--bind-to " +
+                              bindToName(shown) + ")");
+  }
+
+  WorkerLaunch launch;
+  launch.placement = placement;
+  // Reports name the host as the ranks themselves do (RONDE_HOSTNAME): one failure, one name.
+  launch.placement.host = hostname;
+  launch.remote = !local;
+  if (local) {
+    launch.request = {plan.options->command, mergeEnvironment(environ, variables), false, cpus};
+  } else {
+    EnvList remote_variables = forwardedSettings(environ, variables);
+    remote_variables.insert(remote_variables.end(), variables.begin(), variables.end());
+    const std::string command =
+        remoteWorkerCommand(plan.directory, remote_variables, plan.options->command, cpus);
+    launch.request = {sshArgv(plan.ssh, placement.host, command), plan.launcher_environment, true,
+                      {}};  // bound by taskset on the remote host
+    launch.stdin_data = remoteStdinPreamble(plan.job.secret);
+  }
+  if (plan.options->verbose) {
+    report("rank ", placement.rank, " on ", hostname, local ? " (local)" : " (ssh)",
+           ": local rank ", placement.local_rank, "/", placement.local_size, ", cross rank ",
+           placement.cross_rank, "/", placement.cross_size, ", store ", store_address,
+           cpus.empty() ? std::string(", not bound") : ", CPUs " + formatCpuList(cpus));
+  }
+  return launch;
+}
+
+}  // namespace
+
+int runJob(const RunOptions& options) {
+  if (!options.elastic.discovery_script.empty()) return runElasticJob(options);
+  // Before any thread exists (the store server's), so that every thread blocks the signals.
+  SignalWatcher signals;
+
+  JobInput input;
+  try {
+    input = checkJobInput(options);
+  } catch (const Error& error) {
+    report(error.what());
+    return kExitBadInput;
+  }
+  const std::vector<RankPlacement>& placements = input.placements;
+  const BindTo bind_to = input.bind_to;
+
+  std::vector<std::string> hosts;  // the hosts with ranks, in order
+  std::map<std::string, bool> is_local;
+  std::vector<std::string> remote_hosts;
+  hostsWithRanks(placements, &hosts, &is_local, &remote_hosts);
+  const SshOptions ssh = sshOptionsOf(options);
 
   std::map<std::string, std::string> seen_as;
   std::map<std::string, CpuTopology> topologies;  // remote hosts, from the ssh probe
@@ -243,7 +352,7 @@ int runJob(const RunOptions& options) {
   job.secret = makeSecret();
   job.network_interface = options.network_interface;
   job.settings = options.settings;
-  job.passed = passed;
+  job.passed = input.passed;
 
   std::unique_ptr<TcpStoreServer> store;
   try {
@@ -252,60 +361,21 @@ int runJob(const RunOptions& options) {
     report("cannot start the rendezvous store on ", addresses.bind_address, ": ", error.what());
     return 1;
   }
-  int store_port = store->port();
 
-  std::string directory = currentDirectory();
-  std::vector<std::string> launcher_environment = currentEnvironment();
-  const CpuTopology local_topology = localCpuTopology();
+  LaunchPlan plan;
+  plan.options = &options;
+  plan.bind_to = bind_to;
+  plan.is_local = std::move(is_local);
+  plan.topologies = std::move(topologies);
+  plan.local_topology = localCpuTopology();
+  plan.addresses = std::move(addresses);
+  plan.store_port = store->port();
+  plan.job = std::move(job);
+  plan.ssh = ssh;
+  plan.directory = currentDirectory();
+  plan.launcher_environment = currentEnvironment();
   std::vector<WorkerLaunch> launches;
-  for (const RankPlacement& placement : placements) {
-    bool local = is_local[placement.host];
-    std::string name = hostPart(placement.host);
-    bool loopback_name = name == "localhost" || name.rfind("127.", 0) == 0;
-    std::string hostname = local && loopback_name ? localHostName() : name;
-    std::string store_address =
-        addresses.per_host[placement.host] + ":" + std::to_string(store_port);
-    EnvList variables = workerVariables(placement, hostname, store_address, job);
-
-    const CpuTopology& topology = local ? local_topology : topologies[placement.host];
-    std::string binding_warning;
-    std::vector<int> cpus = cpusForRank(bind_to, placement.local_rank, placement.local_size,
-                                        topology, &binding_warning);
-    if (!binding_warning.empty() && placement.local_rank == 0) {
-      report("--bind-to ", bindToName(bind_to), " on ", hostname, ": ", binding_warning);
-    }
-    if (options.report_bindings) {
-      report("rank ", placement.rank, " on ", hostname, ": ",
-             cpus.empty()
-                 ? std::string("not bound")
-                 : "bound to CPUs " + formatCpuList(cpus) + " (--bind-to " +
-                       bindToName(bind_to == BindTo::kAuto ? BindTo::kCore : bind_to) + ")");
-    }
-
-    WorkerLaunch launch;
-    launch.placement = placement;
-    // Reports name the host as the ranks themselves do (RONDE_HOSTNAME): one failure, one name.
-    launch.placement.host = hostname;
-    launch.remote = !local;
-    if (local) {
-      launch.request = {options.command, mergeEnvironment(environ, variables), false, cpus};
-    } else {
-      EnvList remote_variables = forwardedSettings(environ, variables);
-      remote_variables.insert(remote_variables.end(), variables.begin(), variables.end());
-      launch.request = {
-          sshArgv(ssh, placement.host,
-                  remoteWorkerCommand(directory, remote_variables, options.command, cpus)),
-          launcher_environment, true, {}};  // bound by taskset on the remote host
-      launch.stdin_data = remoteStdinPreamble(job.secret);
-    }
-    if (options.verbose) {
-      report("rank ", placement.rank, " on ", hostname, local ? " (local)" : " (ssh)",
-             ": local rank ", placement.local_rank, "/", placement.local_size, ", cross rank ",
-             placement.cross_rank, "/", placement.cross_size, ", store ", store_address,
-             cpus.empty() ? std::string(", not bound") : ", CPUs " + formatCpuList(cpus));
-    }
-    launches.push_back(std::move(launch));
-  }
+  for (const RankPlacement& placement : placements) launches.push_back(launchOf(placement, plan));
 
   try {
     OutputStreamer output(

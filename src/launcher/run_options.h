@@ -14,6 +14,8 @@ struct RunOptions {
   bool num_ranks_given = false;
   std::string hosts;     // -H host1:2,host2:2
   std::string hostfile;  // --hostfile FILE
+  bool hosts_given = false;     // -H, even -H '' (an error, not "no hosts")
+  bool hostfile_given = false;  // --hostfile
   int ssh_port = 0;
   std::string ssh_identity_file;
   std::vector<std::string> ssh_options;  // --ssh-option, passed as `ssh -o`
@@ -25,6 +27,7 @@ struct RunOptions {
   bool report_bindings = false;  // --report-bindings: one line per rank
   double start_timeout_seconds = 30;      // for the launcher's own checks (ssh)
   double grace_seconds = 5;               // SIGTERM to SIGKILL when stopping workers
+  std::string config_file;                // --config-file: horovodrun's YAML (config_file.h)
   std::vector<std::string> env_requests;  // -x NAME or -x NAME=value
   EnvList settings;                       // RONDE_* variables from the tuning flags
   ElasticOptions elastic;                 // elastic mode when discovery_script is set

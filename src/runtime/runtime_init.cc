@@ -18,7 +18,7 @@ std::unique_ptr<Runtime> Runtime::init(const Settings& settings, std::unique_ptr
 
 std::unique_ptr<Runtime> Runtime::init() {
   Settings settings = Settings::fromEnvironment();
-  setLogThreshold(settings.log_level);
+  configureLogging(settings);
   auto comm = Communicator::fromEnvironment();
   setLogPrefix("[ronde rank " + std::to_string(comm->rank()) + "]");
   return init(settings, std::move(comm));

@@ -102,6 +102,19 @@ TEST(CliDefaults, EveryTuningFlagSetsAVariableOfTheTable) {
   EXPECT_FALSE(read.hierarchical_allgather);
 }
 
+// horovodrun's timestamp flags, the deprecated spellings too, set RONDE_LOG_HIDE_TIME, which
+// the workers' logger reads (log_timestamp_test.cc); two of them at once are refused.
+TEST(CliDefaults, LogTimestampFlagsSetLogHideTime) {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  const Env hidden = {{"RONDE_LOG_HIDE_TIME", "1"}};
+  const Env shown = {{"RONDE_LOG_HIDE_TIME", "0"}};
+  EXPECT_EQ(workerSettingsFromFlags({"--log-without-timestamp"}), hidden);
+  EXPECT_EQ(workerSettingsFromFlags({"--log-hide-timestamp"}), hidden);
+  EXPECT_EQ(workerSettingsFromFlags({"--log-with-timestamp"}), shown);
+  EXPECT_EQ(workerSettingsFromFlags({"--no-log-hide-timestamp"}), shown);
+  EXPECT_THROW(workerSettingsFromFlags({"--log-with-timestamp", "--log-hide-timestamp"}), Error);
+}
+
 TEST(CliDefaults, BadFlagsAreInvalidArgument) {
   try {
     workerSettingsFromFlags({"--cycle-time-ms", "-1"});

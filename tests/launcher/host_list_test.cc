@@ -63,6 +63,27 @@ TEST(HostFile, ParsesHorovodAndOpenMpiFormats) {
   EXPECT_EQ(errorOf([] { parseHostFile("# nothing\n", "h"); }), "h: no hosts listed");
 }
 
+// Bad input of issue 40: each is refused, naming what is wrong in full.
+TEST(HostFile, RefusesANulByteNamingTheWholeLine) {
+  EXPECT_EQ(errorOf([] { parseHostFile(std::string("node1\nno\0de2 slots=2\n", 21), "h"); }),
+            "h:2: the line 'no\\x00de2 slots=2' has a NUL byte");
+}
+
+TEST(HostFile, RefusesSlotsGivenTwice) {
+  EXPECT_EQ(errorOf([] { parseHostFile("node1 slots=2 slots=3\n", "h"); }),
+            "h:1: slots given twice ('node1 slots=2 slots=3')");
+}
+
+TEST(HostList, RefusesAnEmptyListAndAUserWithoutAHost) {
+  EXPECT_EQ(errorOf([] { parseHostList(""); }), "-H '': empty host list");
+  EXPECT_EQ(errorOf([] { parseHostList("user@:2"); }),
+            "-H user@:2: 'user@' is not a valid host name");
+  EXPECT_EQ(errorOf([] { parseHostList("@node:2"); }),
+            "-H @node:2: '@node' is not a valid host name");
+  EXPECT_EQ(errorOf([] { parseHostList("a@b@c"); }), "-H a@b@c: 'a@b@c' is not a valid host name");
+  EXPECT_EQ(parseHostList("user@node:2")[0].name, "user@node");
+}
+
 TEST(Placement, FillsHostsInOrder) {
   auto placements = placeRanks({{"a", 2}, {"b", 2}, {"c", 4}}, 5);
   ASSERT_EQ(placements.size(), 5u);
