@@ -11,11 +11,14 @@
       a tf.function step that reduces 100 gradients of 16 KiB through DistributedGradientTape's
       allreduce_gradients, 2 ranks, on the compiled kernels and on the tf.numpy_function path
       (RONDE_TENSORFLOW_OPS), the two interleaved round by round; median time per step.
-  .venv-tf/bin/python bench/tf_frontend_bench.py keras
-      Keras 3 MLP training throughput (samples/s) on 2 ranks: ronde.keras DistributedOptimizer
-      and ronde.tensorflow's DistributedGradientTape on the compiled kernels and on the numpy
-      path, tf.distribute.MultiWorkerMirroredStrategy (2 worker processes, ring collectives
-      over gRPC), and one process without communication (for the scaling efficiency).
+  .venv-tf/bin/python bench/tf_frontend_bench.py keras [ROUNDS] [mlp|cnn] [STEPS]
+      Keras training throughput (samples/s) on 2 ranks of the MLP or a small CNN: model.fit
+      under Keras 2 (tf_keras) with ronde.tensorflow.keras's DistributedOptimizer against
+      model.fit under tf.distribute.MultiWorkerMirroredStrategy (2 worker processes, ring
+      collectives over gRPC); Keras 3 model.fit with ronde.keras; a tf.function loop with
+      DistributedGradientTape against the same loop under MWMS (Keras 3's model.fit cannot
+      feed MWMS); the numpy path (MLP only); and one process without communication, bound
+      to one core, for each (the scaling efficiency: 2 ranks on 2 cores against 2 x one core).
 
   .venv-tf/bin/python bench/tf_frontend_bench.py graph [ROUNDS]
       the same MLP (raw variables, SGD) trained on 2 ranks in a TF1 graph (tf.compat.v1
@@ -187,10 +190,22 @@ def bench_gradients(rounds):
 # --- Keras training ---------------------------------------------------------------------------
 
 BATCH = 64
-STEPS = 60
+# The keras mode's model and length, set by bench_keras for its workers (the graph mode keeps
+# the MLP and 60 steps).
+MODEL = os.environ.get("RONDE_BENCH_MODEL", "mlp")
+STEPS = int(os.environ.get("RONDE_BENCH_STEPS", "60"))
 
 
 def _mlp(keras):
+    if MODEL == "cnn":
+        # A small CNN on 28x28 grey images: two conv + pool stages and a dense head (about
+        # 0.1 M parameters; most of a step is the convolutions, not the gradient exchange).
+        return keras.Sequential([
+            keras.Input((28, 28, 1)),
+            keras.layers.Conv2D(16, 3, activation="relu"), keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, activation="relu"), keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10)])
     return keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
                              keras.layers.Dense(512, activation="relu"),
                              keras.layers.Dense(10)])
@@ -198,23 +213,33 @@ def _mlp(keras):
 
 def _data(np):
     rng = np.random.RandomState(0)
-    return (rng.rand(BATCH * STEPS, 256).astype("float32"),
+    shape = (BATCH * STEPS, 28, 28, 1) if MODEL == "cnn" else (BATCH * STEPS, 256)
+    return (rng.rand(*shape).astype("float32"),
             rng.randint(0, 10, BATCH * STEPS).astype("int64"))
 
 
-def _fit_throughput(model, x, y, keras, batch, dataset=False):
-    if dataset:  # tf.distribute takes a tf.data pipeline (Keras 3 cannot split numpy for it)
-        import tensorflow as tf
-        warm = tf.data.Dataset.from_tensor_slices((x[:batch * 5], y[:batch * 5])).batch(batch)
-        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
-        model.fit(warm, epochs=1, verbose=0)
-        began = time.perf_counter()
-        model.fit(data, epochs=1, verbose=0)
-        return len(x) / (time.perf_counter() - began)
+def _fit_throughput(model, x, y, keras, batch, dataset=None):
+    """Rows trained per second from the first step's start to the last one's end. model.fit's
+    setup and teardown stay out: its return after on_train_end took 0.1 to 2.4 s at random
+    (TensorFlow releasing the epoch's iterator and function state, with or without ronde, one
+    rank or two), which made the 300-step rates bimodal."""
+    marks = {}
+
+    class Clock(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            marks["begin"] = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            marks["end"] = time.perf_counter()
+
+    if dataset is not None:  # tf.distribute takes a tf.data pipeline
+        rows = int(dataset.cardinality())
+        model.fit(dataset.take(batch * 5).batch(batch), epochs=1, verbose=0)  # warm up
+        model.fit(dataset.batch(batch), epochs=1, verbose=0, callbacks=[Clock()])
+        return rows / (marks["end"] - marks["begin"])
     model.fit(x[:batch * 5], y[:batch * 5], batch_size=batch, epochs=1, verbose=0)  # warm up
-    began = time.perf_counter()
-    model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
-    return len(x) / (time.perf_counter() - began)
+    model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False, callbacks=[Clock()])
+    return len(x) / (marks["end"] - marks["begin"])
 
 
 def worker(kind):
@@ -224,8 +249,11 @@ def worker(kind):
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(2)
-    if kind == "mwms":
+    if kind == "mwms" or kind == "mwms_fit":
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    if kind.endswith("_fit"):
+        _keras2_fit(kind, tf, np, strategy if kind == "mwms_fit" else None)
+        return
     import keras
     x, y = _data(np)
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -257,6 +285,40 @@ def worker(kind):
         return
     if kind == "single_loop":
         print(json.dumps({"kind": kind, "samples_per_s": _custom_loop_throughput(keras, tf, x, y)}))
+        return
+    model = _mlp(keras)
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
+    print(json.dumps({"kind": kind, "samples_per_s": _fit_throughput(model, x, y, keras, BATCH)}))
+
+
+def _keras2_fit(kind, tf, np, strategy):
+    """model.fit under Keras 2 (tf_keras, TF_USE_LEGACY_KERAS=1), which feeds
+    MultiWorkerMirroredStrategy: ronde.tensorflow.keras's DistributedOptimizer, MWMS, or one
+    process. Each worker trains BATCH rows a step for STEPS steps; prints the job's samples/s."""
+    import tf_keras as keras
+    x, y = _data(np)
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if kind == "mwms_fit":
+        # The global batch is both workers' rows; MWMS's auto-sharding gives each worker half
+        # of each batch of the (here doubled) data, so each trains BATCH rows a step.
+        with strategy.scope():
+            model = _mlp(keras)
+            model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
+        data = tf.data.Dataset.from_tensor_slices((np.concatenate([x, x]),
+                                                   np.concatenate([y, y])))
+        rate = _fit_throughput(model, None, None, keras, 2 * BATCH, dataset=data)
+        if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0:
+            print(json.dumps({"kind": kind, "samples_per_s": rate}))
+        return
+    if kind == "ronde_fit":
+        import ronde.tensorflow.keras as hvd
+        hvd.init()
+        model = _mlp(keras)
+        model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.01)), loss=loss)
+        rates = hvd.allgather_object(_fit_throughput(model, x, y, keras, BATCH))
+        if hvd.rank() == 0:
+            print(json.dumps({"kind": kind, "samples_per_s": sum(rates)}))
+        hvd.shutdown()
         return
     model = _mlp(keras)
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
@@ -417,45 +479,73 @@ def _run(commands, envs):
     raise RuntimeError("no result from %s" % commands[0])
 
 
-def bench_keras(rounds=2):
+def bench_keras(rounds=2, model="mlp", steps=60):
+    """Every job in each round, rounds interleaved; medians. MODEL/STEPS reach the workers
+    through the environment. The numpy-path jobs run for the MLP only (their comparison with
+    the kernels is the MLP's, above in docs/benchmarks.md)."""
     py = sys.executable
     here = os.path.abspath(__file__)
     ronde = os.path.join(os.path.dirname(py), "ronde")
-    results = {"ronde": [], "ronde_numpy": [], "mwms": [], "single": [], "ronde_loop": [],
-               "ronde_loop_numpy": [], "single_loop": []}
-    for _ in range(rounds):
-        env = dict(os.environ, KERAS_BACKEND="tensorflow", RONDE_TENSORFLOW_OPS="compiled")
-        numpy_env = dict(env, RONDE_TENSORFLOW_OPS="python")
-        results["ronde"].append(_run([[ronde, "run", "-np", "2", py, here, "worker", "ronde"]],
-                                     [env]))
-        results["ronde_numpy"].append(_run([[ronde, "run", "-np", "2", py, here, "worker",
-                                             "ronde"]], [numpy_env]))
+    base = dict(os.environ, KERAS_BACKEND="tensorflow", RONDE_TENSORFLOW_OPS="compiled",
+                RONDE_BENCH_MODEL=model, RONDE_BENCH_STEPS=str(steps))
+    keras2 = dict(base, TF_USE_LEGACY_KERAS="1")
+    numpy_env = dict(base, RONDE_TENSORFLOW_OPS="python")
+
+    def ranks(kind, env):
+        return _run([[ronde, "run", "-np", "2", py, here, "worker", kind]], [env])
+
+    def mwms(kind, env):
         ports = [_free_port(), _free_port()]
         cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
         envs = [dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
                                                 "task": {"type": "worker", "index": i}}))
                 for i in range(2)]
-        results["mwms"].append(_run([[py, here, "worker", "mwms"]] * 2, envs))
-        results["single"].append(_run([[py, here, "worker", "single"]], [env]))
-        results["ronde_loop"].append(_run([[ronde, "run", "-np", "2", py, here, "worker",
-                                             "ronde_loop"]], [env]))
-        results["ronde_loop_numpy"].append(_run([[ronde, "run", "-np", "2", py, here, "worker",
-                                                   "ronde_loop"]], [numpy_env]))
-        results["single_loop"].append(_run([[py, here, "worker", "single_loop"]], [env]))
-    print("| job | samples/s | scaling efficiency (vs 2 x one rank) |")
-    print("|---|---|---|")
-    for single_kind, rows in (
-            ("single", [("ronde", "model.fit, ronde.keras, 2 ranks, compiled kernels"),
-                        ("ronde_numpy", "model.fit, ronde.keras, 2 ranks, numpy path")]),
-            ("single_loop", [("ronde_loop", "tf.function loop, ronde, 2 ranks, compiled kernels"),
-                             ("ronde_loop_numpy", "tf.function loop, ronde, 2 ranks, numpy path"),
-                             ("mwms", "tf.function loop, MWMS, 2 workers")])):
-        single = median(results[single_kind])
-        print("| %s, one rank, no communication | %.0f | |" % (
-            "model.fit" if single_kind == "single" else "tf.function loop", single))
+        return _run([[py, here, "worker", kind]] * 2, envs)
+
+    def single(kind, env):
+        # On one core (the workers use one intra-op thread): 2 ranks on 2 cores against 2 x
+        # this is the scaling efficiency of the 2-rank jobs.
+        return _run([["taskset", "-c", "0", py, here, "worker", kind]], [env])
+
+    jobs = [("ronde_fit", ranks, keras2), ("mwms_fit", mwms, keras2), ("single_fit", single, keras2),
+            ("ronde", ranks, base), ("single", single, base),
+            ("ronde_loop", ranks, base), ("mwms", mwms, base), ("single_loop", single, base)]
+    if model == "mlp":
+        jobs += [("ronde_numpy", lambda k, e: ranks("ronde", e), numpy_env),
+                 ("ronde_loop_numpy", lambda k, e: ranks("ronde_loop", e), numpy_env)]
+    results = {kind: [] for kind, _, _ in jobs}
+    with open("/proc/loadavg") as f:
+        load_before = f.read().split()[0]
+    for _ in range(rounds):
+        for kind, how, env in jobs:
+            results[kind].append(how(kind, env))
+    with open("/proc/loadavg") as f:
+        load_after = f.read().split()[0]
+    print("%s, %d steps of %d rows per worker, %d rounds, load %s -> %s"
+          % (model, steps, BATCH, rounds, load_before, load_after))
+    print("| job | samples/s | scaling efficiency (vs 2 x one rank on one core) |")
+    print("|---|---:|---:|")
+    groups = (
+        ("single_fit", "model.fit, Keras 2 (tf_keras)",
+         [("ronde_fit", "ronde.tensorflow.keras DistributedOptimizer, 2 ranks"),
+          ("mwms_fit", "MultiWorkerMirroredStrategy, 2 workers")]),
+        ("single", "model.fit, Keras 3",
+         [("ronde", "ronde.keras DistributedOptimizer, 2 ranks"),
+          ("ronde_numpy", "the same on the numpy path")]),
+        ("single_loop", "tf.function loop, Keras 3",
+         [("ronde_loop", "ronde DistributedGradientTape, 2 ranks"),
+          ("ronde_loop_numpy", "the same on the numpy path"),
+          ("mwms", "MultiWorkerMirroredStrategy, 2 workers")]))
+    for single_kind, what, rows in groups:
+        one = median(results[single_kind])
+        print("| %s, one rank, no communication | %.0f | |" % (what, one))
         for kind, label in rows:
-            rate = median(results[kind])
-            print("| %s | %.0f | %.0f%% |" % (label, rate, 100 * rate / (2 * single)))
+            if kind in results:
+                rate = median(results[kind])
+                print("| %s: %s | %.0f | %.0f%% |" % (what, label, rate, 100 * rate / (2 * one)))
+    for ours, theirs in (("ronde_fit", "mwms_fit"), ("ronde_loop", "mwms")):
+        ratio = median([a / b for a, b in zip(results[ours], results[theirs])])
+        print("%s / %s (median of the rounds' ratios): %.2fx" % (ours, theirs, ratio))
 
 
 if __name__ == "__main__":
@@ -466,7 +556,9 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["worker"]:
         worker(sys.argv[2])
     elif sys.argv[1:2] == ["keras"]:
-        bench_keras()
+        bench_keras(int(sys.argv[2]) if len(sys.argv) > 2 else 2,
+                    sys.argv[3] if len(sys.argv) > 3 else "mlp",
+                    int(sys.argv[4]) if len(sys.argv) > 4 else 60)
     elif sys.argv[1:2] == ["gradients"]:
         bench_gradients(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
     elif sys.argv[1:2] == ["gradients_worker"]:
