@@ -66,6 +66,23 @@ def test_two_ranks_allreduce_through_ronde_torch(tmp_path):
     assert mpi_lines(result.stdout) == {r: ["sum %d 2 3.0" % r] for r in range(2)}
 
 
+def demo():
+    path = os.path.join(os.environ.get("RONDE_EXAMPLES_DIR", ""), "allreduce_demo")
+    if not os.access(path, os.X_OK):
+        pytest.skip("examples/allreduce_demo is not built")
+    return path
+
+
+@pytest.mark.parametrize("operations,over", [("native", "shm"), ("mpi", "mpi")])
+def test_cpu_operations_stay_as_set(operations, over):
+    if operations == "mpi" and "[X] MPI" not in run(["check-build"]).stdout:
+        pytest.skip("this build has no MPI backend")
+    result = run(["run", "--mpi", "-np", "2", demo(), "2", "2"], timeout=120,
+                 env=plain_env(RONDE_CPU_OPERATIONS=operations))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 ranks over %s" % over in result.stdout and "result correct" in result.stdout
+
+
 @pytest.mark.parametrize("spelling", [["--mpi-args=-x FOO=bar"], ["--mpi-args", "-x FOO=bar"]])
 def test_mpi_args_reach_mpirun(spelling):
     result = run(["run", "--mpi", "-np", "2"] + spelling + ["/bin/sh", "-c", IDENTITY],
