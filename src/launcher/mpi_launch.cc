@@ -235,6 +235,7 @@ int runMpirun(const std::vector<std::string>& argv, const std::vector<std::strin
   UniqueFd err = mpirun.takeStderr();
   bool out_open = true;
   bool err_open = true;
+  int received = 0;  // the first signal passed on to mpirun
   // Output that what mpirun left behind holds open is read for 2 s more at most.
   auto drain_until = std::chrono::steady_clock::time_point::max();
   while ((out_open || err_open || !mpirun.exited()) &&
@@ -248,7 +249,9 @@ int runMpirun(const std::vector<std::string>& argv, const std::vector<std::strin
     if (fds[0].revents != 0) {
       for (int sig : signals.drain()) {
         // mpirun stops its ranks itself; a second Ctrl-C makes it stop them at once.
-        if (sig != SIGCHLD) mpirun.signalGroup(sig);
+        if (sig == SIGCHLD) continue;
+        if (received == 0) received = sig;
+        mpirun.signalGroup(sig);
       }
     }
     if (out_open && fds[1].revents != 0) copyOut(out.get(), 1, &out_open);
@@ -260,7 +263,8 @@ int runMpirun(const std::vector<std::string>& argv, const std::vector<std::strin
   const int status = mpirun.waitStatus();
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
   report("mpirun ", describeWaitStatus(status));
-  return exitCodeForWaitStatus(status);
+  // Stopped on the user's signal: exit as `ronde run` without --mpi does, 128 + the signal.
+  return received != 0 ? 128 + received : exitCodeForWaitStatus(status);
 }
 
 }  // namespace ronde::launcher

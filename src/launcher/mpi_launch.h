@@ -64,7 +64,7 @@ std::vector<std::string> mpirunArgv(const MpirunOptions& options,
                                     const std::vector<MpiRank>& ranks, const EnvList& shared);
 
 // Starts mpirun (its output goes straight to ours), passes SIGINT/SIGTERM/SIGHUP on to it and
-// returns its exit code (128 + signal when a signal ended it).
+// returns its exit code (128 + signal when a signal ended it or when it stopped on one of ours).
 int runMpirun(const std::vector<std::string>& argv, const std::vector<std::string>& environment,
               SignalWatcher& signals);
 

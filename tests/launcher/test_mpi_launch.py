@@ -6,10 +6,12 @@ The allreduce test runs ronde.torch under RONDE_TEST_PYTHON (a python with torch
 import os
 import re
 import shutil
+import signal
+import subprocess
 
 import pytest
 
-from conftest import run
+from conftest import pids_with, ronde_binary, run, unique_marker, wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
 
@@ -106,6 +108,22 @@ def test_a_failing_rank_fails_the_job():
                  env=plain_env())
     assert result.returncode == 3, result.stdout + result.stderr
     assert "mpirun exited with code 3" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_mpirun_and_every_rank(sig):
+    marker = unique_marker()
+    launcher = subprocess.Popen([ronde_binary(), "run", "--mpi", "-np", "2", "sleep", marker],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=plain_env())
+    try:
+        # two sleeps and mpirun (its command line names them) are up
+        assert wait_for(lambda: len(pids_with(marker)) >= 3, 30), pids_with(marker)
+        launcher.send_signal(sig)
+        assert launcher.wait(timeout=30) == 128 + sig
+        assert wait_for(lambda: not pids_with(marker), 10), pids_with(marker)
+    finally:
+        launcher.kill()
+        launcher.communicate()
 
 
 def test_config_file_controller_mpi(tmp_path):
