@@ -142,6 +142,21 @@ EnvList exportedVariables(char* const* environ, const EnvList& shared) {
 
 namespace {
 
+// The arguments mpirun gives ssh: ronde's own defaults (ssh.cc: no prompt, no host key check)
+// when ranks are on other hosts, then -p, -i and --ssh-option's.
+std::string sshArgs(const MpirunOptions& options) {
+  std::vector<std::string> words;
+  if (options.remote_hosts) {
+    append(&words, {"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"});
+  }
+  if (options.ssh_port > 0) append(&words, {"-p", std::to_string(options.ssh_port)});
+  if (!options.ssh_identity_file.empty()) append(&words, {"-i", options.ssh_identity_file});
+  for (const std::string& option : options.ssh_options) append(&words, {"-o", option});
+  std::string joined;
+  for (const std::string& word : words) joined += (joined.empty() ? "" : " ") + word;
+  return joined;
+}
+
 // Options of the whole mpirun, before the first context.
 std::vector<std::string> globalArgs(const MpirunOptions& options, const EnvList& shared) {
   const bool open_mpi = options.flavour == MpiFlavour::kOpenMpi;
@@ -155,11 +170,7 @@ std::vector<std::string> globalArgs(const MpirunOptions& options, const EnvList&
   } else {
     argv.push_back("-l");
   }
-  std::string ssh;
-  if (options.ssh_port > 0) ssh += "-p " + std::to_string(options.ssh_port);
-  if (!options.ssh_identity_file.empty()) {
-    ssh += (ssh.empty() ? "-i " : " -i ") + options.ssh_identity_file;
-  }
+  const std::string ssh = sshArgs(options);
   if (!ssh.empty() && open_mpi) append(&argv, {"-mca", "plm_rsh_args", ssh});
   if (!ssh.empty() && !open_mpi) append(&argv, {"-bootstrap=ssh", "-bootstrap-exec-args", ssh});
   if (!options.output_directory.empty()) {

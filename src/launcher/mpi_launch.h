@@ -46,8 +46,10 @@ struct MpirunOptions {
   std::string output_directory;           // --output-filename
   bool prefix_timestamp = false;
   bool report_bindings = false;
+  bool remote_hosts = false;  // ranks on other hosts: mpirun's ssh gets ronde's ssh options
   int ssh_port = 0;
   std::string ssh_identity_file;
+  std::vector<std::string> ssh_options;  // --ssh-option: `-o OPT` for the ssh mpirun runs
   std::vector<std::string> command;
 };
 

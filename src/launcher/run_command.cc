@@ -364,6 +364,8 @@ int runMpiJob(const std::vector<RankPlacement>& placements, const LaunchPlan& pl
   mpirun.report_bindings = options.report_bindings;
   mpirun.ssh_port = options.ssh_port;
   mpirun.ssh_identity_file = options.ssh_identity_file;
+  mpirun.ssh_options = options.ssh_options;
+  for (const auto& [host, local] : plan.is_local) mpirun.remote_hosts |= !local;
   mpirun.command = options.command;
   const EnvList exported = exportedVariables(environ, sharedVariables(ranks));
   const std::vector<std::string> argv = mpirunArgv(mpirun, ranks, exported);

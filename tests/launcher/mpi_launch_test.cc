@@ -70,13 +70,17 @@ TEST(MpiLaunch, OpenMpiFlagsFollowTheOptions) {
   options.binding_args = {"-bind-to", "core"};
   options.output_directory = "out";
   options.prefix_timestamp = true;
+  options.remote_hosts = true;
   options.ssh_port = 2222;
   options.ssh_identity_file = "/k";
+  options.ssh_options = {"UserKnownHostsFile=/dev/null"};
   options.command = {"true"};
   const Words argv = mpirunArgv(options, {{"a", 2, {}}}, {});
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--allow-run-as-root"), 0);
   EXPECT_TRUE(contains(argv, {"--timestamp-output"}));
-  EXPECT_TRUE(contains(argv, {"-mca", "plm_rsh_args", "-p 2222 -i /k"}));
+  EXPECT_TRUE(contains(argv, {"-mca", "plm_rsh_args",
+                              "-o BatchMode=yes -o StrictHostKeyChecking=no -p 2222 -i /k "
+                              "-o UserKnownHostsFile=/dev/null"}));
   EXPECT_TRUE(contains(argv, {"--output-filename", "out"}));
   EXPECT_TRUE(contains(argv, {"-H", "a:2", "-bind-to", "core", "true"}));
   EXPECT_FALSE(contains(argv, {"-bind-to", "none"}));
