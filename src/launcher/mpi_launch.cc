@@ -1,5 +1,6 @@
 #include "launcher/mpi_launch.h"
 
+#include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -169,6 +170,13 @@ std::vector<std::string> globalArgs(const MpirunOptions& options, const EnvList&
     if (options.report_bindings) argv.push_back("--report-bindings");
   } else {
     argv.push_back("-l");
+  }
+  if (open_mpi && !options.network_interface.empty()) {
+    // As horovodrun's --network-interface: an interface name, or this address alone.
+    in_addr address;
+    const bool is_address = ::inet_pton(AF_INET, options.network_interface.c_str(), &address) == 1;
+    append(&argv, {"-mca", "btl_tcp_if_include",
+                   options.network_interface + (is_address ? "/32" : "")});
   }
   const std::string ssh = sshArgs(options);
   if (!ssh.empty() && open_mpi) append(&argv, {"-mca", "plm_rsh_args", ssh});

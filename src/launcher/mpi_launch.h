@@ -46,6 +46,7 @@ struct MpirunOptions {
   std::string output_directory;           // --output-filename
   bool prefix_timestamp = false;
   bool report_bindings = false;
+  std::string network_interface;  // --network-interface: OpenMPI's TCP uses it too
   bool remote_hosts = false;  // ranks on other hosts: mpirun's ssh gets ronde's ssh options
   int ssh_port = 0;
   std::string ssh_identity_file;

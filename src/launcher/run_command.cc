@@ -362,6 +362,7 @@ int runMpiJob(const std::vector<RankPlacement>& placements, const LaunchPlan& pl
   mpirun.output_directory = options.output_directory;
   mpirun.prefix_timestamp = options.prefix_timestamp;
   mpirun.report_bindings = options.report_bindings;
+  mpirun.network_interface = options.network_interface;
   mpirun.ssh_port = options.ssh_port;
   mpirun.ssh_identity_file = options.ssh_identity_file;
   mpirun.ssh_options = options.ssh_options;

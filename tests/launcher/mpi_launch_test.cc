@@ -84,6 +84,18 @@ TEST(MpiLaunch, OpenMpiFlagsFollowTheOptions) {
   EXPECT_TRUE(contains(argv, {"--output-filename", "out"}));
   EXPECT_TRUE(contains(argv, {"-H", "a:2", "-bind-to", "core", "true"}));
   EXPECT_FALSE(contains(argv, {"-bind-to", "none"}));
+  EXPECT_FALSE(contains(argv, {"btl_tcp_if_include"}));
+}
+
+TEST(MpiLaunch, NetworkInterfaceLimitsOpenMpisTcp) {
+  MpirunOptions options;
+  options.command = {"true"};
+  options.network_interface = "eth1";
+  EXPECT_TRUE(contains(mpirunArgv(options, {{"a", 1, {}}}, {}),
+                       {"-mca", "btl_tcp_if_include", "eth1"}));
+  options.network_interface = "10.1.2.3";
+  EXPECT_TRUE(contains(mpirunArgv(options, {{"a", 1, {}}}, {}),
+                       {"-mca", "btl_tcp_if_include", "10.1.2.3/32"}));
 }
 
 TEST(MpiLaunch, HydraUsesEnvAndGenvlistAndItsOwnBinding) {
