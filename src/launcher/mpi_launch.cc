@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -112,13 +113,15 @@ std::vector<std::string> splitShellWords(const std::string& text, const std::str
 EnvList sharedVariables(const std::vector<MpiRank>& ranks) {
   EnvList shared;
   if (ranks.empty()) return shared;
+  std::vector<std::map<std::string, std::string>> by_rank;
+  for (const MpiRank& rank : ranks) {
+    by_rank.emplace_back(rank.variables.begin(), rank.variables.end());
+  }
   for (const auto& [name, value] : ranks.front().variables) {
-    bool same = true;
-    for (const MpiRank& rank : ranks) {
-      std::map<std::string, std::string> own(rank.variables.begin(), rank.variables.end());
+    const bool same = std::all_of(by_rank.begin(), by_rank.end(), [&](const auto& own) {
       auto found = own.find(name);
-      same = same && found != own.end() && found->second == value;
-    }
+      return found != own.end() && found->second == value;
+    });
     if (same) shared.emplace_back(name, value);
   }
   return shared;
