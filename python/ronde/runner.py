@@ -42,11 +42,7 @@ def _launch_arguments(num_proc, min_num_proc, max_num_proc, slots, reset_limit, 
         raise ValueError("Argument hosts and hostfile only allow one provided.")
     if use_gloo and use_mpi:
         raise ValueError("Argument use_gloo and use_mpi only allow one set True.")
-    if use_mpi:
-        raise NotImplementedError("ronde.run: use_mpi=True (workers started by mpirun) is not "
-                                  "supported; ronde run starts the workers itself "
-                                  "(RONDE_CPU_OPERATIONS=mpi needs a job started by mpirun)")
-    if mpi_args:
+    if mpi_args and not use_mpi:
         raise ValueError("ronde.run: mpi_args is only used with use_mpi=True")
     if num_proc is None or int(num_proc) < 1:
         raise ValueError("ronde.run: num_proc must be a positive number of processes, not %r"
@@ -84,6 +80,9 @@ def _launch_arguments(num_proc, min_num_proc, max_num_proc, slots, reset_limit, 
         flags += ["--output-filename", output_filename]
     if verbose:
         flags += ["--verbose"]
+    if use_mpi:
+        # `ronde run --mpi`: mpirun starts the ranks (refused there for an elastic job).
+        flags += ["--mpi"] + (["--mpi-args=" + mpi_args] if mpi_args else [])
     if network_interfaces:
         nics = list(network_interfaces)
         if len(nics) > 1:

@@ -27,7 +27,8 @@ std::string nativeServesEveryLauncher(const std::string&) { return ""; }
 std::string mpiNeedsAnMpiLauncher(const std::string& launcher) {
   if (launcher.empty()) {
     return "the MPI backend needs ranks started by mpirun or srun (MPI_Init cannot join ranks "
-           "that `ronde run` or RONDE_RANK started); unset it or start the job with mpirun";
+           "that `ronde run` without --mpi or RONDE_RANK started); unset it or start the job "
+           "with `ronde run --mpi` or mpirun";
   }
   return "";
 }

@@ -64,9 +64,15 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
   Settings s = Settings::fromEnvironment();
   configureLogging(s);
   if (s.elastic) return elasticCommunicator(s);
+  // mpirun's or srun's variables give the rank when RONDE_RANK does not. With RONDE_RANK
+  // (`ronde run --mpi` sets it for ranks mpirun starts) they still tell who started the
+  // ranks, which the MPI backend needs; the store is then the launcher's, not rank 0's.
   ExternalLauncher launcher;
-  if (s.rank < 0) {
+  const bool rank_given = s.rank >= 0;
+  if (!rank_given || s.cpu_operations == CpuOperations::kMpi) {
     launcher = detectExternalLauncher();
+  }
+  if (!rank_given) {
     s.rank = launcher.rank;
     s.size = launcher.size;
   }
@@ -84,7 +90,7 @@ std::unique_ptr<Communicator> Communicator::fromEnvironment() {
   std::string port_file;
   if (s.size > 1) {
     Duration timeout(static_cast<int64_t>(s.start_timeout_seconds * 1000));
-    if (!launcher.name.empty()) {
+    if (!rank_given && !launcher.name.empty()) {
       options.store = selfServedStore(s, launcher, &server, &port_file);
       options.store_server_rank = 0;
     } else if (!s.store_address.empty()) {

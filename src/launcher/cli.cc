@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "launcher/cli_mpi_options.h"
 #include "launcher/config_file.h"
 #include "launcher/launcher_messages.h"
 #include "launcher/run_options.h"
@@ -437,8 +438,6 @@ void addHorovodControllerOptions(CLI::App* run, RunOptions* options) {
                     : run->add_flag_callback(flag, fail);
     option->group("");  // not in --help: they are not ronde's
   };
-  refused("--mpi", false, "`ronde run` starts the workers itself; for MPI's collectives start "
-                          "them with mpirun and RONDE_CPU_OPERATIONS=mpi");
   refused("--jsrun", false, "LSF's jsrun launcher is not supported; start the job with "
                             "`ronde run` (ssh), mpirun or srun");
   refused("--torus-allreduce", false, "its two-level allreduce is --hierarchical-allreduce");
@@ -455,6 +454,7 @@ void addRunOptions(CLI::App* run, RunOptions* options) {
   addLaunchOptions(run, options);
   addElasticOptions(run, &options->elastic);
   addHorovodControllerOptions(run, options);
+  addMpiOptions(run, options);
   addTuningOptions(run, options);
   addAutotuneOptions(run, options);
   addTimelineAndStallOptions(run, options);

@@ -17,6 +17,7 @@
 #include "launcher/job_secret.h"
 #include "launcher/job_supervisor.h"
 #include "launcher/launcher_messages.h"
+#include "launcher/mpi_launch.h"
 #include "launcher/network_address.h"
 #include "launcher/output_streamer.h"
 #include "launcher/process_group.h"
@@ -192,7 +193,27 @@ struct JobInput {
   std::vector<RankPlacement> placements;
   EnvList passed;  // -x
   BindTo bind_to = BindTo::kAuto;
+  MpiFlavour mpi_flavour = MpiFlavour::kOpenMpi;  // --mpi: the mpirun on PATH
 };
+
+// --mpi and its flags: horovodrun's, on a job ronde places itself (mpi_launch.h).
+void checkMpiInput(const RunOptions& options, JobInput* input) {
+  if (!options.mpi) {
+    if (options.mpi_args_given || options.binding_args_given) {
+      throw makeError(ErrorCode::kInvalidArgument,
+                      options.mpi_args_given ? "--mpi-args" : "--binding-args",
+                      " are mpirun's arguments: give --mpi too");
+    }
+    return;
+  }
+  if (options.bind_to != "auto") {
+    throw makeError(ErrorCode::kInvalidArgument, "--bind-to ", options.bind_to,
+                    ": with --mpi, mpirun binds the ranks; say how with --binding-args");
+  }
+  splitShellWords(options.mpi_args, "--mpi-args");
+  splitShellWords(options.binding_args, "--binding-args");
+  input->mpi_flavour = detectMpiFlavour();
+}
 
 JobInput checkJobInput(const RunOptions& options) {
   JobInput input;
@@ -201,6 +222,7 @@ JobInput checkJobInput(const RunOptions& options) {
     throw Error(ErrorCode::kInvalidArgument, "no command given: ronde run -np N COMMAND ...");
   }
   checkElasticOnlyFlags(options);
+  checkMpiInput(options, &input);
   if (options.hosts_given && options.hostfile_given) {
     throw Error(ErrorCode::kInvalidArgument, "give -H or --hostfile, not both");
   }
@@ -261,14 +283,22 @@ struct LaunchPlan {
   std::vector<std::string> launcher_environment;  // ssh's own environment
 };
 
+// The name a rank's host goes by (RONDE_HOSTNAME): this machine's own name for "localhost".
+std::string hostnameOf(const RankPlacement& placement, const LaunchPlan& plan) {
+  const std::string name = hostPart(placement.host);
+  const bool loopback_name = name == "localhost" || name.rfind("127.", 0) == 0;
+  return plan.is_local.at(placement.host) && loopback_name ? localHostName() : name;
+}
+
+std::string storeAddressOf(const RankPlacement& placement, const LaunchPlan& plan) {
+  return plan.addresses.per_host.at(placement.host) + ":" + std::to_string(plan.store_port);
+}
+
 // One rank's process: its variables, CPUs, and the command that starts it here or over ssh.
 WorkerLaunch launchOf(const RankPlacement& placement, LaunchPlan& plan) {
   bool local = plan.is_local.at(placement.host);
-  std::string name = hostPart(placement.host);
-  bool loopback_name = name == "localhost" || name.rfind("127.", 0) == 0;
-  std::string hostname = local && loopback_name ? localHostName() : name;
-  std::string store_address =
-      plan.addresses.per_host.at(placement.host) + ":" + std::to_string(plan.store_port);
+  std::string hostname = hostnameOf(placement, plan);
+  std::string store_address = storeAddressOf(placement, plan);
   EnvList variables = workerVariables(placement, hostname, store_address, plan.job);
 
   const CpuTopology& topology = local ? plan.local_topology : plan.topologies[placement.host];
@@ -311,9 +341,73 @@ WorkerLaunch launchOf(const RankPlacement& placement, LaunchPlan& plan) {
   return launch;
 }
 
+// --mpi: the same ranks with the same variables, started by mpirun instead (mpi_launch.h).
+int runMpiJob(const std::vector<RankPlacement>& placements, const LaunchPlan& plan,
+              MpiFlavour flavour, SignalWatcher& signals) {
+  const RunOptions& options = *plan.options;
+  std::vector<MpiRank> ranks;
+  for (const RankPlacement& placement : placements) {
+    MpiRank rank;
+    rank.host = hostPart(placement.host);
+    rank.host_slots = placement.local_size;
+    rank.variables = workerVariables(placement, hostnameOf(placement, plan),
+                                     storeAddressOf(placement, plan), plan.job);
+    ranks.push_back(std::move(rank));
+  }
+  MpirunOptions mpirun;
+  mpirun.flavour = flavour;
+  mpirun.as_root = ::geteuid() == 0;
+  mpirun.mpi_args = splitShellWords(options.mpi_args, "--mpi-args");
+  mpirun.binding_args = splitShellWords(options.binding_args, "--binding-args");
+  mpirun.output_directory = options.output_directory;
+  mpirun.prefix_timestamp = options.prefix_timestamp;
+  mpirun.report_bindings = options.report_bindings;
+  mpirun.network_interface = options.network_interface;
+  mpirun.ssh_port = options.ssh_port;
+  mpirun.ssh_identity_file = options.ssh_identity_file;
+  mpirun.ssh_options = options.ssh_options;
+  for (const auto& [host, local] : plan.is_local) mpirun.remote_hosts |= !local;
+  mpirun.command = options.command;
+  const EnvList exported = exportedVariables(environ, sharedVariables(ranks));
+  const std::vector<std::string> argv = mpirunArgv(mpirun, ranks, exported);
+  if (options.verbose) {
+    std::string line;
+    for (const std::string& word : argv) line += (line.empty() ? "" : " ") + word;
+    report(line);
+  }
+  try {
+    return runMpirun(argv, mergeEnvironment(environ, exported), signals);
+  } catch (const Error& error) {
+    report(error.what());
+    return 1;
+  }
+}
+
+// --mpi on an elastic job: refused (exit 2) with the reason; 0 when there is nothing to refuse.
+int refuseElasticMpi(const RunOptions& options) {
+  const ElasticOptions& elastic = options.elastic;
+  if (!options.mpi || (elastic.discovery_script.empty() && elastic.min_np <= 0 &&
+                       elastic.max_np <= 0)) {
+    return 0;
+  }
+  report("--mpi: an elastic job (--host-discovery-script, --min-np, --max-np) starts and "
+         "restarts its workers itself; mpirun cannot, so drop --mpi");
+  return kExitBadInput;
+}
+
+JobEnvironment jobEnvironmentOf(const RunOptions& options, const JobInput& input) {
+  JobEnvironment job;
+  job.secret = makeSecret();
+  job.network_interface = options.network_interface;
+  job.settings = options.settings;
+  job.passed = input.passed;
+  return job;
+}
+
 }  // namespace
 
 int runJob(const RunOptions& options) {
+  if (int refused = refuseElasticMpi(options)) return refused;
   if (!options.elastic.discovery_script.empty()) return runElasticJob(options);
   // Before any thread exists (the store server's), so that every thread blocks the signals.
   SignalWatcher signals;
@@ -348,12 +442,7 @@ int runJob(const RunOptions& options) {
     return error.code() == ErrorCode::kAborted ? 130 : kExitBadInput;
   }
 
-  JobEnvironment job;
-  job.secret = makeSecret();
-  job.network_interface = options.network_interface;
-  job.settings = options.settings;
-  job.passed = input.passed;
-
+  JobEnvironment job = jobEnvironmentOf(options, input);
   std::unique_ptr<TcpStoreServer> store;
   try {
     store = std::make_unique<TcpStoreServer>(addresses.bind_address, 0, job.secret);
@@ -374,6 +463,7 @@ int runJob(const RunOptions& options) {
   plan.ssh = ssh;
   plan.directory = currentDirectory();
   plan.launcher_environment = currentEnvironment();
+  if (options.mpi) return runMpiJob(placements, plan, input.mpi_flavour, signals);
   std::vector<WorkerLaunch> launches;
   for (const RankPlacement& placement : placements) launches.push_back(launchOf(placement, plan));
 

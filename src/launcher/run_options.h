@@ -31,6 +31,11 @@ struct RunOptions {
   std::vector<std::string> env_requests;  // -x NAME or -x NAME=value
   EnvList settings;                       // RONDE_* variables from the tuning flags
   ElasticOptions elastic;                 // elastic mode when discovery_script is set
+  bool mpi = false;                       // --mpi: start the workers through mpirun
+  std::string mpi_args;                   // --mpi-args: extra words for mpirun
+  std::string binding_args;               // --binding-args: mpirun's binding, for the default
+  bool mpi_args_given = false;
+  bool binding_args_given = false;
   std::vector<std::string> command;
 };
 

@@ -90,6 +90,24 @@ def test_allreduce_over_ssh(hosts):
     assert "4 ranks" in result.stdout and "result correct" in result.stdout
 
 
+def test_mpi_starts_the_same_ranks_through_mpirun(hosts):
+    # ronde run --mpi: mpirun's ssh reaches the hosts; the ranks meet at the launcher's store.
+    probe = 'echo "$RONDE_RANK $OMPI_COMM_WORLD_RANK $RONDE_LOCAL_RANK $(hostname)"'
+    result = ronde_run(hosts, ["--mpi"] + two_by_two(hosts) + ["sh", "-c", probe], timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = {}
+    for line in result.stdout.splitlines():
+        if "]<stdout>:" in line:
+            fields = line.split(":", 1)[1].split()
+            lines[int(fields[0])] = fields
+    assert lines == {r: [str(r), str(r), str(r % 2), hosts.hostnames[r // 2]] for r in range(4)}
+    demo = os.path.join(os.environ.get("RONDE_EXAMPLES_DIR", ""), "allreduce_demo")
+    if os.access(demo, os.X_OK):
+        result = ronde_run(hosts, ["--mpi"] + two_by_two(hosts) + [demo, "4", "3"], timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "4 ranks" in result.stdout and "result correct" in result.stdout
+
+
 def test_local_and_remote_ranks_together(hosts):
     result = ronde_run(hosts, ["-np", "2", "-H", "localhost:1,%s:1" % hosts.addresses[0],
                                "sh", "-c", 'echo "$RONDE_HOSTNAME $RONDE_STORE_ADDRESS"'])

@@ -4,6 +4,7 @@ rank and traceback; Horovod's arguments that ronde cannot honour are refused bef
 starts. Run by plain pytest (not under `ronde run`): the test is the job's driver."""
 
 import os
+import shutil
 
 import pytest
 
@@ -22,6 +23,12 @@ def collective_step(scale, offset=0):
         return (hvd.rank(), hvd.size(), scale * total + offset)
     finally:
         hvd.shutdown()
+
+
+def step_under_mpirun():
+    """collective_step, with mpirun's rank and the variable --mpi-args passed."""
+    return collective_step(1) + (os.environ.get("OMPI_COMM_WORLD_RANK"),
+                                 os.environ.get("FOO"))
 
 
 @pytest.mark.parametrize("num_proc", [1, 2, 3])
@@ -62,7 +69,6 @@ def test_a_rank_that_raises_names_itself():
 @pytest.mark.parametrize("arguments, error, match", [
     (dict(hosts="localhost:2", hostfile="/tmp/h"), ValueError, "hosts and hostfile"),
     (dict(use_gloo=True, use_mpi=True), ValueError, "use_gloo and use_mpi"),
-    (dict(use_mpi=True), NotImplementedError, "mpirun"),
     (dict(mpi_args="--bind-to none"), ValueError, "use_mpi"),
     (dict(min_num_proc=1), ValueError, "host_discovery_script"),
     (dict(num_proc=0), ValueError, "num_proc"),
@@ -84,6 +90,22 @@ def test_flags_follow_horovods_arguments():
                      "--blacklist-cooldown-range", "1.0", "5.0", "--start-timeout", "20.0",
                      "--ssh-port", "2222", "--ssh-identity-file", "/k", "--output-filename",
                      "/o", "--verbose", "--network-interface", "lo"]
+
+
+def test_use_mpi_and_mpi_args_become_ronde_run_mpi():
+    flags = _launch_arguments(
+        num_proc=2, min_num_proc=None, max_num_proc=None, slots=None, reset_limit=None,
+        cooldown_range=None, hosts=None, hostfile=None, host_discovery_script=None,
+        start_timeout=None, ssh_port=None, ssh_identity_file=None, output_filename=None,
+        verbose=None, use_gloo=None, use_mpi=True, mpi_args="-x FOO=bar",
+        network_interfaces=None)
+    assert flags == ["-np", "2", "--mpi", "--mpi-args=-x FOO=bar"]
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+def test_use_mpi_starts_the_ranks_through_mpirun():
+    values = ronde.run(step_under_mpirun, num_proc=2, use_mpi=True, mpi_args="-x FOO=bar")
+    assert values == [(0, 2, 1.0, "0", "bar"), (1, 2, 1.0, "1", "bar")]
 
 
 def test_use_gloo_selects_the_native_backend():
